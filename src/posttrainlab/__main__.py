@@ -1,0 +1,3 @@
+from posttrainlab.cli import main
+
+main()

@@ -1,0 +1,74 @@
+"""Write files and folders so that a failed run never leaves a half-written output in place.
+
+DESIGN.md "Reliability conventions": write to a temporary name beside the target, then rename into
+place. ``os.replace`` is atomic for files on one filesystem; a folder is swapped in two renames with
+the old one kept until the new one is in place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; rename it onto ``path`` only if the block succeeds."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, path)
+    finally:
+        if tmp_path.exists():
+            tmp_path.unlink()
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` (UTF-8, ``\\n`` line ends) to ``path`` atomically."""
+    with atomic_path(path) as tmp:
+        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def replace_dir(new: str | os.PathLike, target: str | os.PathLike) -> None:
+    """Move the finished folder ``new`` onto ``target``, replacing an earlier one.
+
+    The earlier folder is renamed aside first and removed only once ``new`` is in place, so an
+    interruption leaves either the old or the new output, never a mixture.
+    """
+    new, target = Path(new), Path(target)
+    if not target.exists():
+        os.replace(new, target)
+        return
+    aside = target.with_name(f".{target.name}.old-{os.getpid()}")
+    os.replace(target, aside)
+    try:
+        os.replace(new, target)
+    except BaseException:
+        os.replace(aside, target)
+        raise
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def staging_dir(target: str | os.PathLike) -> Iterator[Path]:
+    """Yield an empty folder beside ``target``; on success it replaces ``target`` (see ``replace_dir``)."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    try:
+        yield tmp
+        replace_dir(tmp, target)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)

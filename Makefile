@@ -23,7 +23,7 @@ test: lint
 	$(VENV)/bin/pytest -q -m "slow or not slow"
 
 quickstart: setup
-	$(VENV)/bin/posttrain data prepare --out data/arith-v1
+	$(VENV)/bin/posttrain quickstart --out runs/quickstart
 
 bench: setup
 	for f in bench/*.py; do $(PY) $$f || exit 1; done

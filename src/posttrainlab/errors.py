@@ -24,3 +24,13 @@ class HubUnavailable(PosttrainError):
     """A Hub path was given where the Hub cannot be reached (offline machine, wrong endpoint)."""
 
     exit_code = 2
+
+
+def one_line(exc: BaseException, limit: int = 200) -> str:
+    """An exception's message on one line (whitespace collapsed), cut to ``limit`` characters.
+
+    >>> one_line(ValueError("bad value\\n  at line 3"))
+    'bad value at line 3'
+    """
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -15,7 +15,11 @@ import sys
 import typer
 
 from posttrainlab import __version__
+from posttrainlab.cli import quickstart, report
 from posttrainlab.cli.data import data_app
+from posttrainlab.cli.evaluate import eval_app
+from posttrainlab.cli.model import model_app
+from posttrainlab.cli.train import train_app
 from posttrainlab.errors import PosttrainError
 
 app = typer.Typer(
@@ -27,6 +31,11 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 app.add_typer(data_app, name="data")
+app.add_typer(model_app, name="model")
+app.add_typer(eval_app, name="eval")
+app.add_typer(train_app, name="train")
+quickstart.register(app)
+report.register(app)
 
 
 def _version(value: bool) -> None:

@@ -47,7 +47,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from posttrainlab.data.manifest import MANIFEST, check_file
-from posttrainlab.errors import BadInput, HubUnavailable
+from posttrainlab.errors import BadInput, HubUnavailable, one_line
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ class HubRef:
         return text
 
 
-def _valid_name(part: str) -> bool:
+def valid_name(part: str) -> bool:
     return bool(_NAME.fullmatch(part)) and "--" not in part and ".." not in part
 
 
@@ -116,7 +116,7 @@ def parse_hub_spec(spec: str) -> HubRef | None:
     for label, part in (("owner", owner), ("dataset name", name)):
         if not part:
             raise BadInput(f"{spec}: empty {label} (expected hf://owner/name[/CONFIG][:SPLIT])")
-        if not _valid_name(part):
+        if not valid_name(part):
             raise BadInput(
                 f"{spec}: bad {label} {part!r} (letters, digits, '-', '_', '.'; "
                 "no leading or trailing '-'/'.', no '--' or '..')"
@@ -141,7 +141,7 @@ def looks_like_hub_id(spec: str) -> bool:
     if not isinstance(spec, str) or spec.startswith(PREFIX):
         return False
     parts = spec.split("/")
-    if len(parts) != 2 or not all(_valid_name(p) for p in parts):
+    if len(parts) != 2 or not all(valid_name(p) for p in parts):
         return False
     return not parts[1].lower().endswith(_FILE_SUFFIXES)
 
@@ -177,14 +177,14 @@ def hub_cache_dir(cache_dir: str | os.PathLike | None = None) -> str:
     return constants.HF_HUB_CACHE
 
 
-def _offline_env() -> bool:
+def offline_env() -> bool:
     for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
         if os.environ.get(var, "").strip().lower() in _TRUE:
             return True
     return False
 
 
-def _probe_timeout() -> float:
+def probe_timeout() -> float:
     try:
         value = float(os.environ.get("HF_HUB_ETAG_TIMEOUT") or DEFAULT_PROBE_TIMEOUT_S)
     except ValueError:
@@ -208,16 +208,9 @@ _NETWORK_ERROR_NAMES = {
 }
 
 
-def _is_network_error(exc: BaseException) -> bool:
+def is_network_error(exc: BaseException) -> bool:
     """Whether ``exc`` means "could not talk to the server" (independent of the HTTP library)."""
     return any(cls.__name__ in _NETWORK_ERROR_NAMES for cls in type(exc).__mro__)
-
-
-def _one_line(exc: BaseException, limit: int = 160) -> str:
-    text = str(exc).strip().splitlines()
-    first = text[0].strip() if text else ""
-    first = first or type(exc).__name__
-    return first if len(first) <= limit else first[: limit - 3] + "..."
 
 
 def _unavailable(spec: str, endpoint: str, reason: str) -> HubUnavailable:
@@ -247,10 +240,10 @@ def _probe(repo_id: str, revision: str, endpoint: str) -> dict[str, Any]:
     if token:
         headers["authorization"] = f"Bearer {token}"
     try:
-        response = get_session().get(url, headers=headers, timeout=_probe_timeout())
+        response = get_session().get(url, headers=headers, timeout=probe_timeout())
     except Exception as e:
-        if _is_network_error(e):
-            raise _Unreachable(_one_line(e)) from None
+        if is_network_error(e):
+            raise _Unreachable(one_line(e)) from None
         raise
     status = response.status_code
     code = response.headers.get("X-Error-Code", "")
@@ -295,7 +288,7 @@ def _load_manifest(spec: str, path: Path) -> dict[str, Any]:
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
-        raise BadInput(f"{spec}: {MANIFEST} is not valid JSON ({_one_line(e)})") from None
+        raise BadInput(f"{spec}: {MANIFEST} is not valid JSON ({one_line(e)})") from None
     if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
         raise BadInput(f"{spec}: {MANIFEST} is not a manifest (no 'files' mapping)")
     for rel, entry in manifest["files"].items():
@@ -315,14 +308,14 @@ def _map_hub_error(spec: str, endpoint: str, exc: Exception) -> Exception:
         return BadInput(f"{spec}: access denied by {endpoint} (gated dataset? accept its terms, set HF_TOKEN)")
     if isinstance(exc, errors.RepositoryNotFoundError):
         return BadInput(f"{spec}: no such dataset on {endpoint}")
-    if isinstance(exc, errors.LocalEntryNotFoundError) or _is_network_error(exc):
-        return _unavailable(spec, endpoint, _one_line(exc))
+    if isinstance(exc, errors.LocalEntryNotFoundError) or is_network_error(exc):
+        return _unavailable(spec, endpoint, one_line(exc))
     if isinstance(exc, errors.EntryNotFoundError):
-        return BadInput(f"{spec}: a file is missing from the repo ({_one_line(exc)})")
+        return BadInput(f"{spec}: a file is missing from the repo ({one_line(exc)})")
     if isinstance(exc, errors.FileMetadataError):
-        return HubUnavailable(f"{spec}: {endpoint} did not answer like a Hugging Face Hub ({_one_line(exc)})")
+        return HubUnavailable(f"{spec}: {endpoint} did not answer like a Hugging Face Hub ({one_line(exc)})")
     if isinstance(exc, errors.HfHubHTTPError):
-        return HubUnavailable(f"{spec}: the Hub at {endpoint} failed: {_one_line(exc)}")
+        return HubUnavailable(f"{spec}: the Hub at {endpoint} failed: {one_line(exc)}")
     return exc
 
 
@@ -407,12 +400,12 @@ def download_dataset(repo_id: str, revision: str | None = None, cache_dir: str |
     """
     spec = PREFIX + repo_id
     parts = repo_id.split("/") if isinstance(repo_id, str) else []
-    if len(parts) != 2 or not all(_valid_name(p) for p in parts):
+    if len(parts) != 2 or not all(valid_name(p) for p in parts):
         raise BadInput(f"{spec}: not a Hub dataset id (expected owner/name)")
     rev = revision or "main"
     cache = hub_cache_dir(cache_dir)
 
-    if _offline_env():
+    if offline_env():
         cached = _from_cache(spec, repo_id, rev, cache, "HF_HUB_OFFLINE is set")
         if cached is None:
             raise HubUnavailable(

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from posttrainlab.data.jsonl import iter_jsonl
-from posttrainlab.errors import BadInput
+from posttrainlab.errors import BadInput, one_line
 
 SUFFIXES = (".jsonl", ".json", ".parquet")
 BATCH_ROWS = 1024
@@ -96,12 +96,12 @@ def _iter_parquet(path: Path, batch_rows: int) -> Iterator[dict[str, Any]]:
     try:
         parquet = pq.ParquetFile(path)
     except (pa.ArrowException, OSError) as e:
-        raise BadInput(f"{path}: not a readable Parquet file ({_one_line(e)})") from None
+        raise BadInput(f"{path}: not a readable Parquet file ({one_line(e)})") from None
     try:
         for batch in parquet.iter_batches(batch_size=batch_rows):
             yield from batch.to_pylist()
     except (pa.ArrowException, OSError) as e:
-        raise BadInput(f"{path}: Parquet read failed ({_one_line(e)})") from None
+        raise BadInput(f"{path}: Parquet read failed ({one_line(e)})") from None
 
 
 def _iter_hub(spec: str) -> Iterator[dict[str, Any]]:
@@ -131,10 +131,5 @@ def _iter_datasets(spec: str, folder: Path, config: str | None, split: str) -> I
         ds = datasets.load_dataset(str(folder), config, split=split, streaming=True)
         rows = iter(ds)
     except (ValueError, FileNotFoundError, KeyError) as e:
-        raise BadInput(f"{spec}: cannot read config {config!r} split {split!r} ({_one_line(e)})") from None
+        raise BadInput(f"{spec}: cannot read config {config!r} split {split!r} ({one_line(e)})") from None
     yield from rows
-
-
-def _one_line(exc: BaseException, limit: int = 200) -> str:
-    text = " ".join(str(exc).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."

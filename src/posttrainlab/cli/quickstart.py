@@ -1,0 +1,39 @@
+"""``posttrain quickstart``: the main job on the embedded default."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def quickstart(
+    out: Path = typer.Option(Path("runs/quickstart"), help="Run folder (stages already done there are reused)."),
+    preset: str = typer.Option("default", help="default (tuned, ~35 min first run on 2 cores) or smoke (~3 min)."),
+    overrides: list[str] = typer.Argument(None, help="key=value overrides, e.g. sft.optim.epochs=1."),
+) -> None:
+    """prepare arith-v1 → pretrain the tiny base (cached) → SFT → eval → DPO, GRPO → eval → report."""
+    from rich.console import Console
+
+    from posttrainlab.quickstart import quickstart_config, run_quickstart
+
+    console = Console()
+    cfg = quickstart_config(preset, overrides)
+    html = run_quickstart(out, cfg, console)
+    md = html.with_suffix(".md")
+    console.print(_section(md.read_text(encoding="utf-8"), "## Overall accuracy") if md.is_file() else "")
+    console.print(f"report: {md} and {html}")
+
+
+def _section(markdown: str, heading: str) -> str:
+    """The table under ``heading`` in the report (what a newcomer wants to see first)."""
+    lines = markdown.splitlines()
+    if heading not in lines:
+        return ""
+    body = lines[lines.index(heading) + 1 :]
+    table = [line for line in body[: next((i for i, x in enumerate(body) if x.startswith("#")), len(body))]]
+    return "\n".join(line for line in table if line.startswith("|"))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("quickstart")(quickstart)

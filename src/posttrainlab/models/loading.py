@@ -1,0 +1,165 @@
+"""Load any Hugging Face causal LM (a local folder or a Hub id) with its tokenizer, ready to generate.
+
+``load_causal_lm(path)`` returns ``(model, tokenizer)`` for the tiny model's folder, a trained
+checkpoint, or a Hub id such as ``Qwen/Qwen2.5-0.5B-Instruct``. Why it is written this way:
+
+- **One-line failures (DESIGN.md exit codes).** A local path that is not a model folder (missing, or
+  no ``config.json``) is ``BadInput`` at once, before transformers is imported. A Hub id where the
+  Hub cannot be reached is ``HubUnavailable`` in one line: with ``HF_HUB_OFFLINE`` set only the local
+  cache is tried (``local_files_only``); otherwise one plain GET of the model's metadata goes first,
+  without retries and with a short timeout, because ``from_pretrained`` answers a dead network with
+  retries and back-off and then a multi-line error (the same reasoning as ``data.hub``, whose
+  environment and error helpers this module reuses).
+- **Never unpickle (DESIGN.md reliability).** Weights load with ``use_safetensors=True``: a repo
+  that ships only ``pytorch_model.bin`` is refused with a one-line reason, not ``torch.load``-ed.
+  ``trust_remote_code`` is passed through only when the caller sets it.
+- **Ready for batched generation.** The tokenizer gets a pad token (its eos when it has none) and
+  left padding, and the model's generation config learns the pad id, so ``model.generate`` on a
+  left-padded batch needs nothing more.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from posttrainlab.data import hub
+from posttrainlab.errors import BadInput, HubUnavailable
+
+#: dtype names accepted by ``load_causal_lm`` (``auto`` keeps the checkpoint's own dtype).
+DTYPES = ("float32", "bfloat16", "float16", "auto")
+
+
+def _is_local(path: str) -> bool:
+    """Whether ``path`` names a local folder rather than a Hub id (an ``owner/name`` that does not exist here).
+
+    >>> _is_local("./models/sft"), _is_local("/tmp/m"), _is_local("sft"), _is_local("Qwen/Qwen2.5-0.5B")
+    (True, True, True, False)
+    """
+    if Path(path).exists() or path.startswith((".", "/", "~")):
+        return True
+    parts = path.split("/")
+    return not (len(parts) == 2 and all(hub.valid_name(p) for p in parts))
+
+
+def _check_folder(path: str) -> Path:
+    folder = Path(path).expanduser()
+    if not folder.is_dir():
+        raise BadInput(f"{path}: no such model folder")
+    if not (folder / "config.json").is_file():
+        raise BadInput(f"{path}: no such model folder (no config.json in it; expected a Hugging Face model folder)")
+    return folder
+
+
+def _probe_model(repo_id: str) -> str | None:
+    """One GET of the model's Hub metadata; the reason it failed for lack of a network, else None.
+
+    ``BadInput`` when the Hub answers that the repo does not exist (or is private/gated).
+    """
+    import huggingface_hub
+    from huggingface_hub.utils import get_session
+
+    endpoint = hub.hub_endpoint()
+    url = f"{endpoint}/api/models/{repo_id}/revision/main"
+    headers = {"user-agent": f"posttrainlab; hf_hub/{huggingface_hub.__version__}"}
+    token = huggingface_hub.get_token()
+    if token:
+        headers["authorization"] = f"Bearer {token}"
+    try:
+        response = get_session().get(url, headers=headers, timeout=hub.probe_timeout())
+    except Exception as e:
+        if hub.is_network_error(e):
+            return f"cannot reach the Hugging Face Hub at {endpoint} ({hub.one_line(e)})"
+        raise
+    if response.status_code in (401, 404):
+        raise BadInput(f"{repo_id}: no such model folder, and no such model on {endpoint} (private? set HF_TOKEN)")
+    if response.status_code == 403:
+        raise BadInput(f"{repo_id}: access denied by {endpoint} (gated model? accept its terms, set HF_TOKEN)")
+    if response.status_code >= 400:
+        return f"the Hub at {endpoint} answered HTTP {response.status_code}"
+    return None
+
+
+def _torch_dtype(dtype):
+    import torch
+
+    if not isinstance(dtype, str):
+        return dtype
+    if dtype not in DTYPES:
+        raise BadInput(f"dtype {dtype!r}: choose one of {', '.join(DTYPES)}")
+    return "auto" if dtype == "auto" else getattr(torch, dtype)
+
+
+def _from_pretrained(source: str, *, local_only: bool, trust_remote_code: bool, dtype):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    common = {"trust_remote_code": trust_remote_code, "local_files_only": local_only}
+    tokenizer = AutoTokenizer.from_pretrained(source, **common)
+    model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, use_safetensors=True, **common)
+    return model, tokenizer
+
+
+def _one_line_load_error(path: str, exc: Exception, *, local_only: bool, offline_reason: str | None):
+    """Map a ``from_pretrained`` failure to ``BadInput``/``HubUnavailable``, or ``None`` to re-raise."""
+    text = hub.one_line(exc, limit=200)
+    if "safetensors" in text and ("no file named" in text or "does not appear to have" in text):
+        return BadInput(f"{path}: no safetensors weights (posttrainlab never unpickles .bin checkpoints)")
+    if type(exc).__name__ == "SafetensorError":
+        return BadInput(f"{path}: unreadable safetensors weights ({text})")
+    if offline_reason is not None and (local_only or hub.is_network_error(exc)):
+        return HubUnavailable(
+            f"{path}: no such model folder; as a Hub id: {offline_reason} and it is not in the local "
+            "Hugging Face cache (download it where the network works and pass the local folder)"
+        )
+    if isinstance(exc, (OSError, ValueError)) or hub.is_network_error(exc):
+        return BadInput(f"{path}: cannot load the model ({text})")
+    return None
+
+
+def prepare_tokenizer(tokenizer, model=None):
+    """Give ``tokenizer`` a pad token (its eos when missing) and left padding; tell ``model`` the pad id."""
+    if tokenizer.pad_token is None:
+        if tokenizer.eos_token is None:
+            raise BadInput(f"{tokenizer.name_or_path}: tokenizer has neither a pad nor an eos token")
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.padding_side = "left"
+    if model is not None:
+        if model.generation_config.pad_token_id is None:
+            model.generation_config.pad_token_id = tokenizer.pad_token_id
+        if model.generation_config.eos_token_id is None:
+            model.generation_config.eos_token_id = tokenizer.eos_token_id
+    return tokenizer
+
+
+def load_causal_lm(path: str | os.PathLike, *, trust_remote_code: bool = False, dtype="float32"):
+    """``(model, tokenizer)`` for a local Hugging Face folder or a Hub id, in eval mode.
+
+    ``dtype`` is one of ``DTYPES`` or a ``torch.dtype``. Errors: ``BadInput`` for a path that is not a
+    model folder, a Hub repo that does not exist, or weights not in safetensors; ``HubUnavailable``
+    for a Hub id that is neither reachable nor cached.
+    """
+    path = str(path)
+    offline_reason = None
+    if _is_local(path):
+        source, local_only = str(_check_folder(path)), True
+    else:
+        source = path
+        local_only = hub.offline_env()
+        if local_only:
+            offline_reason = "HF_HUB_OFFLINE is set"
+        else:
+            offline_reason = _probe_model(path)
+            local_only = offline_reason is not None  # unreachable: the cache is the only hope
+    torch_dtype = _torch_dtype(dtype)
+    try:
+        model, tokenizer = _from_pretrained(
+            source, local_only=local_only, trust_remote_code=trust_remote_code, dtype=torch_dtype
+        )
+    except Exception as e:
+        mapped = _one_line_load_error(path, e, local_only=local_only, offline_reason=offline_reason)
+        if mapped is None:
+            raise
+        raise mapped from None
+    model.eval()
+    prepare_tokenizer(tokenizer, model)
+    return model, tokenizer

@@ -1,0 +1,90 @@
+"""The embedded default model: a small Qwen2- or Llama-style causal LM initialised from a config.
+
+``init_model(config, out)`` writes a Hugging Face folder (``config.json``, ``model.safetensors``,
+``tokenizer.json``, chat template, generation config) that ``AutoModelForCausalLM`` and
+``AutoTokenizer`` load like any Hub model. The defaults give ~3.4M parameters, the size the issue
+measured at ~6k tokens/s on 2 CPU cores.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from posttrainlab.errors import BadInput
+
+
+@dataclass
+class TinyModelConfig:
+    """Shape of the tiny causal LM (configs/models/tiny.yaml)."""
+
+    architecture: str = "qwen2"  # qwen2 | llama
+    hidden_size: int = 256
+    intermediate_size: int = 752
+    num_hidden_layers: int = 4
+    num_attention_heads: int = 4
+    num_key_value_heads: int = 4
+    max_position_embeddings: int = 1024
+    rope_theta: float = 10000.0
+    seed: int = 0
+
+
+def hf_config(cfg: TinyModelConfig, tokenizer):
+    """The transformers config for ``cfg`` with the tokenizer's vocabulary and special ids."""
+    from transformers import LlamaConfig, Qwen2Config
+
+    classes = {"qwen2": Qwen2Config, "llama": LlamaConfig}
+    if cfg.architecture not in classes:
+        raise BadInput(f"architecture {cfg.architecture!r}: choose one of {', '.join(classes)}")
+    return classes[cfg.architecture](
+        vocab_size=len(tokenizer),
+        hidden_size=cfg.hidden_size,
+        intermediate_size=cfg.intermediate_size,
+        num_hidden_layers=cfg.num_hidden_layers,
+        num_attention_heads=cfg.num_attention_heads,
+        num_key_value_heads=cfg.num_key_value_heads,
+        max_position_embeddings=cfg.max_position_embeddings,
+        rope_theta=cfg.rope_theta,
+        tie_word_embeddings=True,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=None,
+    )
+
+
+def build_model(cfg: TinyModelConfig):
+    """A freshly initialised (seeded) model and its tokenizer, in memory."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from posttrainlab.models.tokenizer import build_tokenizer
+
+    tokenizer = build_tokenizer(cfg.max_position_embeddings)
+    torch.manual_seed(cfg.seed)
+    model = AutoModelForCausalLM.from_config(hf_config(cfg, tokenizer), dtype=torch.float32)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.do_sample = False
+    return model, tokenizer
+
+
+def save_pretrained(model, tokenizer, out: str | os.PathLike) -> Path:
+    """Save model (safetensors) and tokenizer into ``out`` atomically (staging folder, then rename)."""
+    from posttrainlab.data.atomic import staging_dir
+
+    out = Path(out)
+    with staging_dir(out) as tmp:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+    return out
+
+
+def init_model(cfg: TinyModelConfig, out: str | os.PathLike) -> Path:
+    """Initialise the tiny model from ``cfg`` and save it in Hugging Face format."""
+    model, tokenizer = build_model(cfg)
+    return save_pretrained(model, tokenizer, out)
+
+
+def count_parameters(model) -> int:
+    return sum(p.numel() for p in model.parameters())

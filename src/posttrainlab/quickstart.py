@@ -1,0 +1,234 @@
+"""``posttrain quickstart``: the main job on the embedded default, one command, offline, 2 CPU cores.
+
+prepare arith-v1 → pretrain the tiny base (or reuse the cached one) → SFT → eval → DPO and GRPO, each
+from the SFT checkpoint → eval → report. Every stage writes its outputs into ``OUT/<stage>`` and is
+skipped when its finished marker is already there, and every training stage resumes from its last
+checkpoint, so a killed quickstart started again carries on where it stopped.
+
+Presets (``--preset``): ``default`` is the tuned recipe (tuned on ``dev``, reported on all 500 ``test``
+problems); ``smoke`` is a small base and a few steps of each stage, to check the whole pipeline in
+minutes. Any stage setting can be changed with ``key=value`` overrides (``sft.optim.epochs=1``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from posttrainlab.data.arith.corpus import CorpusConfig
+from posttrainlab.models.tiny import TinyModelConfig
+from posttrainlab.train.pretrain import PretrainConfig, PretrainOptim
+from posttrainlab.train.recipes import DatasetConfig, DPORecipe, GRPORecipe, OptimConfig, SFTRecipe
+
+
+@dataclass
+class EvalSettings:
+    """Policy evaluation in the quickstart."""
+
+    split: str = "test"
+    limit: int | None = None  # None = all 500 test problems
+    batch_size: int = 64
+    max_new_tokens: int = 48
+    preference_split: str | None = "preference_test"
+    eval_base: bool = False  # also evaluate the base model (it has never seen the prompt format)
+
+
+@dataclass
+class QuickstartConfig:
+    """Every stage's settings; a preset fills them, ``key=value`` overrides change them."""
+
+    preset: str = "default"
+    base: PretrainConfig = field(default_factory=PretrainConfig)
+    sft: SFTRecipe = field(default_factory=SFTRecipe)
+    dpo: DPORecipe = field(default_factory=DPORecipe)
+    grpo: GRPORecipe = field(default_factory=GRPORecipe)
+    eval: EvalSettings = field(default_factory=EvalSettings)
+    methods: list[str] = field(default_factory=lambda: ["dpo", "grpo"])
+
+
+def smoke_preset() -> QuickstartConfig:
+    """A few minutes end to end: a 2-layer base on a small corpus, a few steps of each method."""
+    small = TinyModelConfig(
+        hidden_size=64, intermediate_size=192, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2
+    )
+    return QuickstartConfig(
+        preset="smoke",
+        base=PretrainConfig(
+            model=small,
+            corpus=CorpusConfig(size=4000),
+            train=PretrainOptim(epochs=1, batch_size=16, seq_len=128, save_steps=1000, logging_steps=5),
+            heldout_per_op=20,
+        ),
+        sft=SFTRecipe(
+            dataset=DatasetConfig(split="sft_train", limit=160),
+            optim=OptimConfig(epochs=1, learning_rate=1e-3, batch_size=16, logging_steps=2, save_steps=1000),
+        ),
+        dpo=DPORecipe(
+            dataset=DatasetConfig(split="preference_train", limit=32),
+            optim=OptimConfig(epochs=1, learning_rate=1e-4, batch_size=8, logging_steps=1, save_steps=1000),
+        ),
+        grpo=GRPORecipe(
+            dataset=DatasetConfig(split="rl_train", limit=8),
+            optim=OptimConfig(epochs=1, learning_rate=1e-5, batch_size=8, logging_steps=1, save_steps=1000),
+            num_generations=4,
+            max_completion_length=24,
+        ),
+        eval=EvalSettings(limit=40, batch_size=40, max_new_tokens=32),
+    )
+
+
+def default_preset() -> QuickstartConfig:
+    """The tuned default (see README "Results"): tiny base, then SFT, DPO and GRPO on arith-v1."""
+    return QuickstartConfig(
+        preset="default",
+        sft=SFTRecipe(
+            dataset=DatasetConfig(split="sft_train_3k"),
+            optim=OptimConfig(epochs=2, learning_rate=1e-3, batch_size=16, logging_steps=10, save_steps=100),
+        ),
+        dpo=DPORecipe(
+            dataset=DatasetConfig(split="preference_train"),
+            optim=OptimConfig(epochs=1, learning_rate=1e-4, batch_size=8, logging_steps=5, save_steps=50),
+        ),
+        grpo=GRPORecipe(
+            dataset=DatasetConfig(split="rl_train", limit=160),  # 80 steps of 2 prompts x 8 samples (~5 min)
+            optim=OptimConfig(epochs=1, learning_rate=2e-5, batch_size=16, logging_steps=5, save_steps=20),
+            num_generations=8,
+            max_completion_length=48,
+        ),
+    )
+
+
+PRESETS = {"default": default_preset, "smoke": smoke_preset}
+
+
+def quickstart_config(preset: str, overrides: list[str] | None = None) -> QuickstartConfig:
+    """A preset with ``key=value`` overrides applied (unknown keys are one-line errors)."""
+    from omegaconf import OmegaConf
+
+    from posttrainlab.config import load_config
+    from posttrainlab.errors import BadInput
+
+    if preset not in PRESETS:
+        raise BadInput(f"unknown preset {preset!r}: choose one of {', '.join(PRESETS)}")
+    base = PRESETS[preset]()
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        f.write(OmegaConf.to_yaml(OmegaConf.structured(base)))
+    try:
+        return load_config(QuickstartConfig, f.name, overrides)
+    finally:
+        Path(f.name).unlink()
+
+
+class Run:
+    """Records each stage's time and status in ``OUT/run.json`` (read by the report)."""
+
+    def __init__(self, out: Path, cfg: QuickstartConfig):
+        self.out, self.cfg = out, cfg
+        self.path = out / "run.json"
+        self.state = {"preset": cfg.preset, "stages": [], "started": _now(), "config": asdict(cfg)}
+
+    def stage(self, name: str, done: bool, fn, console) -> None:
+        t0 = time.time()
+        if done:
+            status = "cached"
+            console.print(f"[dim]{name}: already done, reusing[/dim]")
+        else:
+            console.rule(f"[bold]{name}")
+            fn()
+            status = "done"
+        self.state["stages"].append({"name": name, "seconds": round(time.time() - t0, 1), "status": status})
+        self.save()
+
+    def save(self) -> None:
+        from posttrainlab.data.atomic import write_text
+
+        self.state["finished"] = _now()
+        write_text(self.path, json.dumps(self.state, indent=2) + "\n")
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def run_quickstart(out: str | Path, cfg: QuickstartConfig, console=None) -> Path:
+    """Run every stage into ``out``; return the path of report.html."""
+    from rich.console import Console
+
+    from posttrainlab.data.arith.release import prepare
+    from posttrainlab.data.manifest import has_manifest
+    from posttrainlab.eval.policy import evaluate_policy
+    from posttrainlab.report.build import build_report
+    from posttrainlab.train.common import SUMMARY
+    from posttrainlab.train.dpo import train_dpo
+    from posttrainlab.train.grpo import train_grpo
+    from posttrainlab.train.pretrain import base_cache_path, is_cached, pretrain
+    from posttrainlab.train.sft import train_sft
+
+    console = console or Console()
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    run = Run(out, cfg)
+    data = out / "data" / "arith-v1"
+    base = base_cache_path(cfg.base)
+    run.state["base_model"] = str(base)
+
+    run.stage("prepare", has_manifest(data), lambda: prepare(data), console)
+    run.stage("pretrain", is_cached(base, cfg.base), lambda: pretrain(cfg.base, base), console)
+    _link_base(out, base)
+
+    def train(name: str, recipe, fn, start: str) -> None:
+        recipe.model = start
+        recipe.output_dir = str(out / name)
+        recipe.dataset.path = str(data)
+        run.stage(name, (out / name / SUMMARY).is_file(), lambda: fn(recipe), console)
+
+    def evaluate(name: str, model: Path, ref: Path | None = None) -> None:
+        target = out / "eval" / name
+        e = cfg.eval
+
+        def go() -> None:
+            evaluate_policy(
+                str(model),
+                str(data),
+                target,
+                split=e.split,
+                limit=e.limit,
+                batch_size=e.batch_size,
+                max_new_tokens=e.max_new_tokens,
+                preference_split=e.preference_split,
+                ref_model=str(ref) if ref else None,
+                beta=cfg.dpo.beta,
+            )
+
+        run.stage(f"eval-{name}", (target / "metrics.json").is_file(), go, console)
+
+    if cfg.eval.eval_base:
+        evaluate("base", base)
+    train("sft", cfg.sft, train_sft, str(base))
+    evaluate("sft", out / "sft")
+    if "dpo" in cfg.methods:
+        train("dpo", cfg.dpo, train_dpo, str(out / "sft"))
+        evaluate("dpo", out / "dpo", ref=out / "sft")
+    if "grpo" in cfg.methods:
+        train("grpo", cfg.grpo, train_grpo, str(out / "sft"))
+        evaluate("grpo", out / "grpo")
+    run.stage("report", False, lambda: build_report(out), console)
+    return out / "report.html"
+
+
+def _link_base(out: Path, base: Path) -> None:
+    """``OUT/base`` points at the cached base, so the run folder shows every model it used."""
+    link = out / "base"
+    if link.is_symlink() or link.exists():
+        if link.is_symlink() and Path(link.readlink()) == base:
+            return
+        if link.is_symlink():
+            link.unlink()
+        else:
+            return
+    link.symlink_to(base, target_is_directory=True)

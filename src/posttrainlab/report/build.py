@@ -1,0 +1,346 @@
+"""Build the quickstart report: ``RUN/report.md`` and a self-contained ``RUN/report.html``.
+
+Reads what ``posttrain quickstart`` leaves in a run folder, turns it into one list of blocks (headings,
+paragraphs, tables, images) and renders that list twice (``posttrainlab.report.render``): as Markdown
+with the plots as PNG files in ``RUN/report_files/``, and as HTML with the same PNGs embedded as base64
+data URIs and a little inline CSS, so the HTML file can be sent on its own. One list rendered twice keeps
+the two reports identical.
+
+    RUN/run.json                          preset, stage timings, base model
+    RUN/base/pretrain.json                the base model's held-out accuracy, loss history, contamination check
+    RUN/<stage>/train_log.jsonl           one JSON object per logging step (sft, dpo, grpo)
+    RUN/eval/<method>/metrics.json        accuracy, per category, with 95% intervals; outcome shares; ...
+
+Any of these may be missing; its section is left out. A folder holding none of them is bad input. The
+outputs are replaced atomically (DESIGN.md "Reliability conventions").
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from posttrainlab.data.arith.corrupt import CORRUPTIONS
+from posttrainlab.data.arith.problems import CATEGORIES
+from posttrainlab.data.atomic import staging_dir, write_text
+from posttrainlab.errors import BadInput
+from posttrainlab.report import plots
+from posttrainlab.report.plots import METHODS, OUTCOMES, Stat, finite, method_label, ordered, stat, sub
+from posttrainlab.report.render import Block, figure, heading, paragraph, table, to_html, to_markdown
+
+
+@dataclass
+class Run:
+    """The parsed contents of a run folder (empty where a file is missing)."""
+
+    path: Path
+    info: dict = field(default_factory=dict)  # run.json
+    pretrain: dict = field(default_factory=dict)  # base/pretrain.json
+    logs: dict[str, list[dict]] = field(default_factory=dict)  # stage -> train_log.jsonl rows
+    metrics: dict[str, dict] = field(default_factory=dict)  # method -> eval/<method>/metrics.json
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise BadInput(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(obj, dict):
+        raise BadInput(f"{path}: expected a JSON object, found {type(obj).__name__}")
+    return obj
+
+
+def _read_log(path: Path) -> list[dict]:
+    rows = []
+    for i, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        if line.strip():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise BadInput(f"{path}:{i}: not valid JSON ({e})") from None
+            if isinstance(row, dict):
+                rows.append(row)
+    return rows
+
+
+def load_run(run_dir: str | Path) -> Run:
+    """Read a run folder; ``BadInput`` if it is absent or holds no run file at all."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise BadInput(f"{run_dir}: {'not a folder' if run_dir.exists() else 'no such run folder'}")
+    run = Run(run_dir)
+    if (run_dir / "run.json").is_file():
+        run.info = _read_json(run_dir / "run.json")
+    if (run_dir / "base" / "pretrain.json").is_file():
+        run.pretrain = _read_json(run_dir / "base" / "pretrain.json")
+    stages = {p.parent.name: p for p in run_dir.glob("*/train_log.jsonl") if p.is_file()}
+    for stage in ordered(stages, METHODS):
+        run.logs[stage] = _read_log(stages[stage])
+    evals = {p.parent.name: p for p in run_dir.glob("eval/*/metrics.json") if p.is_file()}
+    for method in ordered(evals, METHODS):
+        run.metrics[method] = _read_json(evals[method])
+    if not (run.info or run.pretrain or run.logs or run.metrics):
+        raise BadInput(f"{run_dir}: not a run folder (no run.json, */train_log.jsonl or eval/*/metrics.json)")
+    return run
+
+
+# --- formatting -------------------------------------------------------------------------------------
+
+
+def pct(x: float | None) -> str:
+    """A fraction as a percentage with one decimal.
+
+    >>> pct(0.43), pct(None)
+    ('43.0%', '–')
+    """
+    return "–" if x is None else f"{100 * x:.1f}%"
+
+
+def value(obj) -> float | None:
+    """The number in ``{"value": x, ...}`` or a bare number; ``None`` if there is none.
+
+    >>> value({"value": 0.25, "ci95": [0.2, 0.3]}), value(0.98), value(None)
+    (0.25, 0.98, None)
+    """
+    s = stat(obj)
+    return None if s is None else s.value
+
+
+def with_ci(s: Stat | None) -> str:
+    """``43.0% [38.7, 47.4]``: value and 95% interval, in percent.
+
+    >>> with_ci(Stat(0.43, 0.387, 0.474)), with_ci(Stat(0.5, None, None)), with_ci(None)
+    ('43.0% [38.7, 47.4]', '50.0%', '–')
+    """
+    if s is None:
+        return "–"
+    return pct(s.value) if s.lo is None else f"{pct(s.value)} [{100 * s.lo:.1f}, {100 * s.hi:.1f}]"
+
+
+def duration(seconds: float) -> str:
+    """Seconds as ``12.3 s``, ``4 min 05 s`` or ``1 h 02 min``.
+
+    >>> duration(12.34), duration(245), duration(3725)
+    ('12.3 s', '4 min 05 s', '1 h 02 min')
+    """
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    if seconds < 3600:
+        return f"{int(seconds // 60)} min {int(seconds % 60):02d} s"
+    return f"{int(seconds // 3600)} h {int(seconds % 3600 // 60):02d} min"
+
+
+def separated(a: Stat, b: Stat) -> bool | None:
+    """Whether two 95% intervals do not overlap (``None`` when either has no interval).
+
+    Non-overlap is a conservative test of a difference: it is rarer than a significant difference, so a
+    change it flags is not noise, and one it misses may still be real.
+
+    >>> separated(Stat(0.40, 0.31, 0.50), Stat(0.62, 0.52, 0.71))
+    True
+    >>> separated(Stat(0.40, 0.30, 0.50), Stat(0.45, 0.35, 0.55))
+    False
+    """
+    if None in (a.lo, a.hi, b.lo, b.hi):
+        return None
+    return b.lo > a.hi or b.hi < a.lo
+
+
+def _change(name: str, a: Stat, b: Stat) -> str:
+    sep = separated(a, b)
+    note = {True: "intervals do not overlap", False: "intervals overlap", None: "no intervals"}[sep]
+    return f"{name} {pct(a.value)} → {pct(b.value)} ({100 * (b.value - a.value):+.1f} points, {note})"
+
+
+def what_changed(metrics: dict[str, dict]) -> list[str]:
+    """One plain sentence per method against SFT: overall, then the categories whose intervals separate."""
+    ref = metrics.get("sft")
+    if ref is None:
+        return []
+    lines = []
+    for method in [m for m in metrics if m not in ("base", "sft")]:
+        m = metrics[method]
+        parts = []
+        a, b = stat(ref.get("accuracy")), stat(m.get("accuracy"))
+        if a and b:
+            parts.append(_change("overall", a, b))
+        ref_cats, cats = sub(ref, "per_category"), sub(m, "per_category")
+        shared = [c for c in ordered(cats, CATEGORIES) if c in ref_cats]
+        moved = []
+        for c in shared:
+            a, b = stat(ref_cats[c]), stat(cats[c])
+            if a and b and separated(a, b):
+                moved.append(_change(c, a, b))
+        if shared:
+            rest = "all categories within noise" if not moved else "others within noise"
+            parts += moved + ([rest] if len(moved) < len(shared) else [])
+        if parts:
+            lines.append(f"{method_label(method)} vs SFT: " + "; ".join(parts) + ".")
+    return lines
+
+
+def figures(run: Run) -> dict[str, bytes]:
+    """Every plot the run's files allow, by file stem (``training_sft``, ``category_accuracy``, ...)."""
+    out = {}
+    curves = dict(run.logs)
+    if isinstance(run.pretrain.get("log_history"), list):
+        curves = {"pretrain": [r for r in run.pretrain["log_history"] if isinstance(r, dict)], **curves}
+    for stage, rows in curves.items():
+        out[f"training_{stage}"] = plots.training_curves(stage, rows)
+    out["category_accuracy"] = plots.category_accuracy(run.metrics)
+    out["outcome_shares"] = plots.outcome_shares(run.metrics)
+    out["preference_accuracy"] = plots.preference_accuracy(run.metrics)
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def blocks(run: Run, images: list[str]) -> list[Block]:
+    """The whole report, in order; ``images`` names the plots that exist."""
+    info, metrics = run.info, run.metrics
+    out = [heading(f"posttrain quickstart report: {run.path.name}", 1)]
+    facts = [f"{k.replace('_', ' ')}: {info[k]}" for k in ("preset", "base_model", "started", "finished") if k in info]
+    datas = sorted(
+        {f"{m['data']} ({m.get('split', '?')}, n={m.get('n', '?')})" for m in metrics.values() if m.get("data")}
+    )
+    if datas:
+        facts.append("evaluated on " + ", ".join(datas))
+    if facts:
+        out.append(paragraph("; ".join(facts) + "."))
+    changed = what_changed(metrics)
+    if changed:
+        out += [heading("What changed"), paragraph("A change is called out when the two 95% intervals do not overlap.")]
+        out += [paragraph(line) for line in changed]
+    out += _accuracy_section(metrics, images)
+    out += _outcome_section(metrics, images)
+    out += _preference_section(metrics, images)
+    out += _passk_section(metrics)
+    curves = [n for n in images if n.startswith("training_")]
+    if curves:
+        out.append(heading("Training curves"))
+        out += [figure(n, _curve_caption(n.removeprefix("training_"))) for n in curves]
+    out += _base_section(run.pretrain)
+    out += _timings_section(info.get("stages"))
+    return out
+
+
+def _curve_caption(stage: str) -> str:
+    return "Base model pretraining loss" if stage == "pretrain" else f"{method_label(stage)} training curves"
+
+
+def _accuracy_section(metrics: dict[str, dict], images: list[str]) -> list[Block]:
+    if not metrics:
+        return []
+    rows = []
+    for method, m in metrics.items():
+        acc, gen = sub(m, "accuracy"), sub(m, "generation")
+        count = f"{acc['correct']} / {acc['n']}" if {"correct", "n"} <= set(acc) else "–"
+        rps = f"{gen['requests_per_s']:.1f}" if finite(gen.get("requests_per_s")) else "–"
+        rows.append(
+            [method_label(method), with_ci(stat(m.get("accuracy"))), count, pct(value(m.get("format_rate"))), rps]
+        )
+    out = [
+        heading("Overall accuracy"),
+        table(["method", "accuracy [95% CI]", "correct / n", "format rate", "eval requests/s"], rows),
+    ]
+    if "category_accuracy" in images:
+        out.append(figure("category_accuracy", "Accuracy overall and per category, methods side by side"))
+    cats = ordered({c for m in metrics.values() for c in sub(m, "per_category")}, CATEGORIES)
+    if cats:
+        rows = [[c] + [with_ci(stat(sub(m, "per_category").get(c))) for m in metrics.values()] for c in cats]
+        out += [heading("Accuracy per category"), table(["category", *map(method_label, metrics)], rows)]
+    return out
+
+
+def _outcome_section(metrics: dict[str, dict], images: list[str]) -> list[Block]:
+    shares = {m: plots.shares_of_outcomes(v) for m, v in metrics.items() if plots.shares_of_outcomes(v)}
+    if not shares:
+        return []
+    kinds = ordered({k for s in shares.values() for k in s}, OUTCOMES)
+    rows = [[method_label(m)] + [pct(value(s.get(k))) for k in kinds] for m, s in shares.items()]
+    out = [heading("Outcome types"), table(["method", *kinds], rows)]
+    if "outcome_shares" in images:
+        out.append(figure("outcome_shares", "Outcome types per method"))
+    return out
+
+
+def _preference_section(metrics: dict[str, dict], images: list[str]) -> list[Block]:
+    prefs = {m: sub(v, "preference") for m, v in metrics.items() if sub(v, "preference")}
+    if not prefs:
+        return []
+    how = "; ".join(f"{method_label(m)} by {p.get('method', '?')}" for m, p in prefs.items())
+    corrs = ordered({c for p in prefs.values() for c in sub(p, "per_corruption")}, CORRUPTIONS)
+    rows = [["all pairs"] + [with_ci(stat(p.get("accuracy"))) for p in prefs.values()]]
+    rows += [[c] + [with_ci(stat(sub(p, "per_corruption").get(c))) for p in prefs.values()] for c in corrs]
+    out = [
+        heading("Preference accuracy"),
+        paragraph(f"Share of preference_test pairs where the policy ranks chosen above rejected ({how})."),
+        table(["corruption", *map(method_label, prefs)], rows),
+    ]
+    if "preference_accuracy" in images:
+        out.append(figure("preference_accuracy", "Preference accuracy per corruption type"))
+    return out
+
+
+def _passk_section(metrics: dict[str, dict]) -> list[Block]:
+    passk = {m: sub(v, "pass_at_k") for m, v in metrics.items() if sub(v, "pass_at_k")}
+    if not passk:
+        return []
+    cats = ordered({c for p in passk.values() for c in sub(p, "per_category")}, CATEGORIES)
+    rows = [
+        [method_label(m), str(p.get("k", "?")), with_ci(stat(p.get("value")))]
+        + [with_ci(stat(sub(p, "per_category").get(c))) for c in cats]
+        for m, p in passk.items()
+    ]
+    return [heading("pass@k"), table(["method", "k", "overall", *cats], rows)]
+
+
+def _base_section(pre: dict) -> list[Block]:
+    held, cont, params = pre.get("heldout_accuracy"), pre.get("contamination"), pre.get("parameters")
+    if not (isinstance(held, dict) or isinstance(cont, dict) or finite(params)):
+        return []
+    out = [heading("Base model")]
+    if finite(params):
+        out.append(paragraph(f"{params / 1e6:.1f}M parameters ({params:,})."))
+    if isinstance(held, dict) and held:
+        out.append(table(["operation", "held-out accuracy"], [[op, pct(value(v))] for op, v in held.items()]))
+    if isinstance(cont, dict):
+        overlap = cont.get("overlap")
+        verdict = "no overlap" if overlap == 0 else f"overlap {overlap}" if overlap is not None else "result"
+        extra = "; ".join(
+            f"{k.replace('_', ' ')}: {', '.join(map(str, v)) if isinstance(v, list) else v}"
+            for k, v in cont.items()
+            if k != "overlap" and not isinstance(v, dict)
+        )
+        out.append(
+            paragraph(
+                f"Contamination check against arith-v1's evaluation pools: {verdict}"
+                + (f" ({extra})." if extra else ".")
+            )
+        )
+    return out
+
+
+def _timings_section(stages) -> list[Block]:
+    if not isinstance(stages, list) or not stages:
+        return []
+    rows, total = [], 0.0
+    for s in (s for s in stages if isinstance(s, dict)):
+        secs = s.get("seconds")
+        total += secs if finite(secs) else 0.0
+        rows.append([str(s.get("name", "?")), str(s.get("status", "?")), duration(secs) if finite(secs) else "–"])
+    rows.append(["total", "", duration(total)])
+    return [heading("Stage timings"), table(["stage", "status", "time"], rows)]
+
+
+def build_report(run_dir: str | Path) -> tuple[Path, Path]:
+    """Write ``RUN/report_files/*.png``, ``RUN/report.md`` and ``RUN/report.html``; return the two report paths."""
+    run = load_run(run_dir)
+    images = figures(run)
+    report = blocks(run, list(images))
+    md_path, html_path = run.path / "report.md", run.path / "report.html"
+    with staging_dir(run.path / "report_files") as tmp:
+        for name, png in images.items():
+            (tmp / f"{name}.png").write_bytes(png)  # the whole folder is swapped in at once
+    write_text(md_path, to_markdown(report))
+    write_text(html_path, to_html(report, images))
+    return md_path, html_path

@@ -1,0 +1,1 @@
+"""Training: pretraining of the tiny base, SFT / DPO / GRPO on TRL, and (later) PRMs on transformers.Trainer."""

@@ -1,0 +1,110 @@
+"""Typed recipes for ``posttrain train {sft,dpo,grpo}``: one dataclass per concern.
+
+A YAML file under ``configs/arith/`` sets these fields and ``key=value`` arguments override them
+(``posttrainlab.config.load_config``); a key that does not exist is a one-line error (exit 2).
+Each field's help text lives here, once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class DatasetConfig:
+    """Where the training records come from."""
+
+    path: str = "data/arith-v1"  # a local arith-v1 build or hf://owner/name (checksums verified on load)
+    split: str = "sft_train"  # sft_train | sft_train_3k | preference_train | rl_train | rl_train_1500 ...
+    limit: int | None = None  # keep the first N records (1k/2k/3k give nested subsets)
+    prepare_if_missing: bool = True  # build arith-v1 at `path` when it is a local folder that does not exist
+
+
+@dataclass
+class OptimConfig:
+    """Optimisation and checkpointing (passed on to transformers.TrainingArguments)."""
+
+    epochs: float = 1.0
+    max_steps: int = -1  # > 0 overrides epochs
+    learning_rate: float = 1e-4
+    batch_size: int = 16  # per device
+    grad_accum: int = 1
+    lr_scheduler: str = "cosine"
+    warmup_ratio: float = 0.03
+    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0
+    logging_steps: int = 10
+    save_steps: int = 100  # checkpoint every N steps; a killed run resumes from the last one
+    save_total_limit: int = 2
+    seed: int = 0
+
+
+@dataclass
+class LoraSwitch:
+    """LoRA through peft: one switch for models too large to fine-tune whole."""
+
+    enabled: bool = False
+    r: int = 16
+    alpha: int = 32
+    dropout: float = 0.05
+    target_modules: str = "all-linear"
+
+
+@dataclass
+class SFTRecipe:
+    """Supervised fine-tuning on (prompt, response) pairs, loss on the completion only."""
+
+    model: str = "base"  # an HF model folder or Hub id; "base" = the cached tiny base (posttrain model pretrain)
+    output_dir: str = "runs/sft"
+    dataset: DatasetConfig = field(default_factory=DatasetConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    lora: LoraSwitch = field(default_factory=LoraSwitch)
+    max_length: int = 512
+    length_grouping: bool = True  # batch similar lengths together (less padding; the fastest choice on CPU)
+    packing: bool = False  # TRL bfd packing (pays off on GPUs with FlashAttention; slower on CPU)
+    padding_free: bool = False  # TRL padding-free batches (needs FlashAttention; GPU only)
+    trust_remote_code: bool = False
+
+
+@dataclass
+class DPORecipe:
+    """Direct preference optimisation on (prompt, chosen, rejected) with a frozen reference model."""
+
+    model: str = "runs/sft"  # the policy to start from (and the reference, unless ref_model is set)
+    ref_model: str | None = None
+    output_dir: str = "runs/dpo"
+    dataset: DatasetConfig = field(default_factory=lambda: DatasetConfig(split="preference_train"))
+    optim: OptimConfig = field(default_factory=lambda: OptimConfig(learning_rate=5e-5, batch_size=8))
+    lora: LoraSwitch = field(default_factory=LoraSwitch)
+    beta: float = 0.1
+    loss_type: str = "sigmoid"
+    max_length: int = 512
+    trust_remote_code: bool = False
+
+
+@dataclass
+class RewardWeights:
+    """GRPO reward = correctness * weight + format * weight (the arith grader decides both)."""
+
+    correctness: float = 1.0  # 1 when the final answer is right
+    format: float = 0.2  # 1 when the answer line has the required form, right or wrong
+
+
+@dataclass
+class GRPORecipe:
+    """Group relative policy optimisation with rewards from the arith grader."""
+
+    model: str = "runs/sft"
+    output_dir: str = "runs/grpo"
+    dataset: DatasetConfig = field(default_factory=lambda: DatasetConfig(split="rl_train"))
+    optim: OptimConfig = field(default_factory=lambda: OptimConfig(learning_rate=1e-5, batch_size=16))
+    lora: LoraSwitch = field(default_factory=LoraSwitch)
+    rewards: RewardWeights = field(default_factory=RewardWeights)
+    num_generations: int = 8  # group size G; batch_size must be a multiple of it
+    max_completion_length: int = 64
+    temperature: float = 1.0
+    beta: float = 0.04  # KL coefficient against the reference (the starting policy)
+    trust_remote_code: bool = False
+
+
+RECIPES = {"sft": SFTRecipe, "dpo": DPORecipe, "grpo": GRPORecipe}

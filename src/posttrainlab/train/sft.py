@@ -1,0 +1,52 @@
+"""SFT on TRL's SFTTrainer (``posttrain train sft``): prompt-completion chat rows, loss on the completion only.
+
+    posttrain train sft --config configs/arith/sft.yaml
+    posttrain train sft --config configs/arith/sft.yaml dataset.split=sft_train_3k dataset.limit=2000
+    accelerate launch --cpu --num_processes 2 -m posttrainlab train sft --config configs/arith/sft.yaml
+
+What is ours and not TRL's: the arith-v1 rows as chat prompt-completion pairs, and on CPU, length
+grouping instead of packing (TRL's ``bfd`` packing and padding-free batches need FlashAttention to pay
+off; on 2 CPU cores packing measured ~3.5x slower per token, see bench/bench_sft_throughput.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from posttrainlab.train.common import (
+    assistant,
+    load_policy,
+    load_records,
+    run_trainer,
+    training_arguments,
+    trl_trainer,
+    user,
+)
+from posttrainlab.train.recipes import SFTRecipe
+
+
+def sft_rows(records: list[dict]) -> list[dict]:
+    """arith-v1 sft records as TRL conversational prompt-completion rows."""
+    return [{"prompt": user(r["prompt"]), "completion": assistant(r["response"])} for r in records]
+
+
+def build_trainer(recipe: SFTRecipe, records: list[dict] | None = None):
+    from trl import SFTConfig, SFTTrainer
+
+    records = load_records(recipe.dataset) if records is None else records
+    model, tokenizer = load_policy(recipe, padding_side="right")
+    args = SFTConfig(
+        **training_arguments(recipe.optim, recipe.output_dir),
+        max_length=recipe.max_length,
+        completion_only_loss=True,
+        packing=recipe.packing,
+        padding_free=recipe.padding_free,
+        train_sampling_strategy="group_by_length" if recipe.length_grouping else "random",
+    )
+    trainer = trl_trainer(SFTTrainer, recipe, model, tokenizer, args, sft_rows(records))
+    return trainer, len(records)
+
+
+def train_sft(recipe: SFTRecipe) -> Path:
+    trainer, n = build_trainer(recipe)
+    return run_trainer(trainer, recipe, "sft", n)

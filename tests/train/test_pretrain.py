@@ -1,0 +1,73 @@
+"""Pretraining the base: result-only labels, a finite falling loss, the contamination record, the cache."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from posttrainlab.data.arith.corpus import CorpusConfig
+from posttrainlab.models.tiny import TinyModelConfig
+from posttrainlab.train.pretrain import PretrainConfig, PretrainOptim, config_hash, is_cached, pack, pretrain
+
+SMALL = TinyModelConfig(
+    hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2
+)
+CFG = PretrainConfig(
+    model=SMALL,
+    corpus=CorpusConfig(size=600),
+    train=PretrainOptim(epochs=1, batch_size=8, seq_len=64, logging_steps=2, save_steps=1000, learning_rate=3e-3),
+    heldout_per_op=5,
+)
+
+
+def test_pack_labels_only_results():
+    from posttrainlab.models.tokenizer import build_tokenizer
+
+    tok = build_tokenizer()
+    ids, labels = pack(tok, [(("+", 12, 9),)] * 8, seq_len=16)
+    text = tok.decode(ids[0])
+    assert text == "12 + 9 = 21\n12 +"  # 12 tokens an item; blocks of 16 cut through the second one
+    kept = "".join(chr(t) for t, lab in zip(ids[0].tolist(), labels[0].tolist(), strict=True) if lab != -100)
+    assert kept == " 21\n"  # the first 16 tokens hold one full item and part of the next
+    assert ids.shape == labels.shape == (8 * 12 // 16, 16)
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    out = tmp_path_factory.mktemp("pt") / "base"
+    pretrain(CFG, out)
+    return out
+
+
+def test_pretrain_writes_model_metadata_and_contamination_check(base):
+    meta = json.loads((base / "pretrain.json").read_text())
+    losses = [h["loss"] for h in meta["log_history"] if "loss" in h]
+    assert losses and all(math.isfinite(x) for x in losses)
+    assert losses[-1] < losses[0]
+    assert meta["contamination"]["overlap"] == 0
+    assert json.loads((base / "contamination.json").read_text()) == meta["contamination"]
+    assert set(meta["heldout_accuracy"]) == {"+", "-", "*"}
+    assert (base / "model.safetensors").is_file()
+
+
+def test_pretrain_changes_the_weights(base):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from posttrainlab.models.tiny import build_model
+
+    trained = AutoModelForCausalLM.from_pretrained(base).state_dict()
+    init, _ = build_model(SMALL)
+    changed = [k for k, v in init.state_dict().items() if not torch.equal(v, trained[k])]
+    assert len(changed) >= len(trained) // 2
+
+
+def test_cached_base_is_reused_and_the_hash_tracks_the_config(base):
+    assert is_cached(base, CFG)
+    before = (base / "model.safetensors").stat().st_mtime_ns
+    pretrain(CFG, base)  # returns at once
+    assert (base / "model.safetensors").stat().st_mtime_ns == before
+    other = PretrainConfig(model=SMALL, corpus=CorpusConfig(size=601), train=CFG.train, heldout_per_op=5)
+    assert config_hash(other) != config_hash(CFG) and not is_cached(base, other)

@@ -1,0 +1,437 @@
+"""Judge runs: the Math-Shepherd-614 protocol (seed card 001) against any OpenAI-compatible endpoint.
+
+``run_judge`` reads Math-Shepherd rows (``prompt, completions, labels``; Parquet, JSON Lines, ``hf://``),
+asks the judge about each row from a thread pool (:mod:`posttrainlab.eval.judge_client`), and appends
+one JSON line per finished record to ``<output-dir>/<run>.jsonl``. Then it reads the file back and
+writes ``<run>_metric.json`` atomically (:mod:`posttrainlab.eval.judge_metrics`).
+
+Why it is built this way:
+
+- **Resumable** (DESIGN.md "Reliability conventions"): a network run of 614 rows x up to 8,000 tokens
+  takes long and dies for dull reasons. The run name is a pure function of the model name and the data
+  file's name (plus ``--run-tag`` for repeated runs), so a restart finds its file; each record carries
+  its row ``index`` and a ``key`` (hash of the row), finished indices are skipped, and a record whose key
+  does not match the data is refused instead of scored against the wrong row. Records are appended by
+  the main thread only, one flushed line each, so none is written twice; a line cut by a kill is dropped
+  on restart (its row is judged again).
+- **An invalid answer aborts** the run (``on_invalid="abort"``, the card's behaviour): the rows finished
+  so far stay in the file and the run resumes from them. ``on_invalid="record"`` writes the row with
+  ``hallucination_list: null`` and ``failed: true`` instead; failed rows are left out of the metrics and
+  counted beside them (``failed_rows``), and ``retry_failed=True`` judges them again on a later start.
+- **Same metrics for 1 or 32 threads**: records are scored in data order whatever order they finished in.
+- **The data file is checked**: its SHA-256 is compared with the card's value when it has the card's
+  614 rows; a ``max_samples`` run is marked ``smoke_run`` in its metric file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from posttrainlab.data.atomic import atomic_path, write_text
+from posttrainlab.data.formats.math_shepherd import as_list_form, check_ms_row
+from posttrainlab.data.formats.readers import SUFFIXES, iter_rows
+from posttrainlab.data.jsonl import append_jsonl, dumps
+from posttrainlab.data.manifest import sha256_file
+from posttrainlab.errors import BadInput, PosttrainError
+from posttrainlab.eval.judge_client import (
+    PROMPT_SHA256,
+    PROMPT_VERSION,
+    ChatClient,
+    EndpointError,
+    JudgeAnswer,
+    OpenAIChatClient,
+    RetryPolicy,
+    ask_judge,
+    build_messages,
+)
+from posttrainlab.eval.judge_metrics import check_record, judge_metrics
+
+DEFAULT_MODEL_URL = "http://localhost:7010/v1"
+CARD_ROWS = 614
+CARD_SHA256 = "e01fabbc80b99f01307aa9095b9e186f13cae392ed0bff983dcbdd61ee0d1087"
+OnInvalid = Literal["abort", "record"]
+
+
+class JudgeAborted(PosttrainError):
+    """A row got no valid answer and the run was told to abort (exit 1); the finished rows are kept."""
+
+
+@dataclass(frozen=True)
+class JudgeConfig:
+    """One judge run. Field names follow the card's script flags."""
+
+    data_file: str
+    model_name: str
+    model_url: str = DEFAULT_MODEL_URL
+    api_key: str = "EMPTY"  # what a local vLLM server expects
+    num_threads: int = 32  # the card's example
+    max_tokens: int = 8000  # the card's default generation limit
+    max_samples: int | None = None  # the first N rows only: a smoke run
+    output_dir: Path = Path("test_result")
+    on_invalid: OnInvalid = "abort"
+    timeout_s: float = 600.0  # per request; long answers at 8,000 tokens take minutes
+    run_tag: str | None = None  # tells repeated runs apart (the card averages 10)
+    retry_failed: bool = False
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+    def check(self) -> None:
+        """``BadInput`` for a value no run can use."""
+        if self.num_threads < 1:
+            raise BadInput(f"--num-threads {self.num_threads}: must be at least 1")
+        if self.max_tokens < 1:
+            raise BadInput(f"--max-tokens {self.max_tokens}: must be at least 1")
+        if self.max_samples is not None and self.max_samples < 1:
+            raise BadInput(f"--max-samples {self.max_samples}: must be at least 1")
+        if self.on_invalid not in ("abort", "record"):
+            raise BadInput(f"--on-invalid {self.on_invalid!r}: choose abort or record")
+        if self.timeout_s <= 0:
+            raise BadInput(f"--timeout {self.timeout_s}: must be positive")
+        if not self.model_name:
+            raise BadInput("--model-name is empty: give the name the server serves")
+
+
+def _safe(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.") or "x"
+
+
+def run_name(model_name: str, data_file: str, run_tag: str | None = None) -> str:
+    """The run's file stem, a pure function of its inputs so that a restart finds the same file.
+
+    >>> run_name("Qwen/Qwen2.5-7B-Instruct", "data/math_shepherd_614_test_20260327.parquet")
+    'math_shepherd_614_test_20260327__Qwen-Qwen2.5-7B-Instruct'
+    >>> run_name("judge", "hf://OverwhelmingFit/SOPO-Math-Shepherd-614:test", "r3")
+    'SOPO-Math-Shepherd-614-test__judge__r3'
+    """
+    name = data_file.rstrip("/").rsplit("/", 1)[-1]
+    for suffix in SUFFIXES:
+        if name.lower().endswith(suffix):
+            name = name[: -len(suffix)]
+    parts = [_safe(name), _safe(model_name)] + ([_safe(run_tag)] if run_tag else [])
+    return "__".join(parts)
+
+
+def row_key(row: dict[str, Any]) -> str:
+    """A short hash of a row's content, stored in its record to catch a run file resumed on other data.
+
+    >>> row_key({"prompt": "q", "completions": ["a"], "labels": [True]})
+    '09496609452259a8'
+    """
+    canonical = json.dumps([row["prompt"], row["completions"], row["labels"]], ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def load_math_shepherd(data_file: str) -> list[dict[str, Any]]:
+    """All rows of a Math-Shepherd file in the list form; ``BadInput`` naming the file and the bad row."""
+    rows = []
+    for i, row in enumerate(iter_rows(data_file)):
+        reason = check_ms_row(row)
+        if reason is not None:
+            raise BadInput(f"{data_file}: row {i}: {reason}")
+        rows.append(as_list_form(row))
+    if not rows:
+        raise BadInput(f"{data_file}: no rows")
+    return rows
+
+
+def data_info(data_file: str, rows: list[dict[str, Any]]) -> tuple[dict[str, Any], list[str]]:
+    """The data file's identity and counts for the metric file, and warnings (the card's checksum).
+
+    The card's file: 614 rows, 1,794 correct and 1,395 incorrect steps, 334 rows with an incorrect step.
+    """
+    local = not data_file.startswith("hf://")
+    sha = sha256_file(data_file) if local else None
+    n_rows = len(rows)
+    info: dict[str, Any] = {
+        "file": data_file,
+        "rows": n_rows,
+        "steps_correct": sum(sum(r["labels"]) for r in rows),
+        "steps_incorrect": sum(len(r["labels"]) - sum(r["labels"]) for r in rows),
+        "rows_with_error": sum(1 for r in rows if not all(r["labels"])),
+        "sha256": sha,
+        "card_sha256": CARD_SHA256,
+    }
+    warnings = []
+    if n_rows != CARD_ROWS:
+        info["card_check"] = f"not applicable ({n_rows} rows; the card's file has {CARD_ROWS})"
+    elif sha is None:
+        info["card_check"] = "unknown (not a local file)"
+    elif sha == CARD_SHA256:
+        info["card_check"] = "match"
+    else:
+        info["card_check"] = "differs"
+        warnings.append(
+            f"{data_file} has the card's {CARD_ROWS} rows but its sha256 {sha[:12]}... differs from the card's "
+            f"{CARD_SHA256[:12]}...: not the published Math-Shepherd-614 file"
+        )
+    return info, warnings
+
+
+def read_run_file(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """The records of a run file, and notes on what was repaired.
+
+    A last line without its newline is the trace of a killed write: it is dropped (its row is judged
+    again) and the file is rewritten without it. A bad line anywhere else is not ours to fix: ``BadInput``.
+    """
+    if not path.exists():
+        return [], []
+    data = path.read_bytes()
+    lines = data.split(b"\n")
+    tail = lines.pop()
+    records = []
+    for lineno, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise BadInput(f"{path}:{lineno}: not valid JSON ({e.msg}); fix or remove the line to resume") from None
+        if not isinstance(record, dict):
+            raise BadInput(f"{path}:{lineno}: expected a JSON object")
+        records.append(record)
+    notes = []
+    if tail.strip():
+        with atomic_path(path) as tmp:
+            tmp.write_bytes(data[: len(data) - len(tail)])
+        notes.append(f"{path}: dropped an unfinished last line ({len(tail)} bytes) left by an interrupted run")
+    return records, notes
+
+
+@dataclass
+class JudgeRun:
+    """What a run did: its files, its metric JSON, and how many rows it judged now vs found done."""
+
+    jsonl: Path
+    metric_file: Path
+    metrics: dict[str, Any]
+    judged: int
+    resumed: int
+    elapsed_s: float
+    warnings: list[str]
+
+    @property
+    def records_per_s(self) -> float:
+        return self.judged / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+
+def make_record(index: int, row: dict[str, Any], answer: JudgeAnswer, model_name: str) -> dict[str, Any]:
+    """One line of the run file (field order fixed)."""
+    return {
+        "index": index,
+        "key": row_key(row),
+        "model": model_name,
+        "prompt": row["prompt"],
+        "completions": row["completions"],
+        "labels": row["labels"],
+        "response": answer.response,
+        "hallucination_list": answer.hallucination_list,
+        "attempts": answer.attempts,
+        "failed": answer.error is not None,
+        "error": answer.error,
+        "rejected": answer.rejected,
+        "http_retries": answer.http_retries,
+    }
+
+
+def _finished(path: Path, rows: list[dict[str, Any]], cfg: JudgeConfig) -> tuple[dict[int, dict], list[str]]:
+    """Finished records by index, checked against the data; failed ones dropped when retrying them."""
+    records, notes = read_run_file(path)
+    done: dict[int, dict[str, Any]] = {}
+    duplicates = 0
+    for n, rec in enumerate(records, start=1):
+        index = rec.get("index")
+        fault = check_record(rec) or (None if isinstance(index, int) and index >= 0 else "no row index")
+        if fault is None and index >= len(rows):
+            fault = f"row index {index} but the data has {len(rows)} rows"
+        if fault is None and rec.get("key") != row_key(rows[index]):
+            fault = f"row {index} does not match {cfg.data_file} (other data under the same run name?)"
+        if fault is None and rec.get("model") != cfg.model_name:
+            fault = f"made by model {rec.get('model')!r}, not {cfg.model_name!r}"
+        if fault is not None:
+            raise BadInput(f"{path}: record {n}: {fault}; use another --output-dir or --run-tag")
+        if index in done:
+            duplicates += 1
+            continue
+        done[index] = rec
+    if duplicates:
+        notes.append(f"{path}: {duplicates} duplicate records ignored (the first of each index is kept)")
+    failed = [i for i, r in done.items() if r["hallucination_list"] is None]
+    if cfg.retry_failed and failed:
+        kept = [r for i, r in sorted(done.items()) if r["hallucination_list"] is not None]
+        with atomic_path(path) as tmp:
+            tmp.write_text("".join(dumps(r) + "\n" for r in kept), encoding="utf-8")
+        for i in failed:
+            del done[i]
+        notes.append(f"{path}: {len(failed)} failed rows will be judged again")
+    return done, notes
+
+
+def run_judge(
+    cfg: JudgeConfig,
+    client: ChatClient | None = None,
+    *,
+    progress: Callable[[int, int], None] | None = None,
+    on_record: Callable[[dict[str, Any]], None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> JudgeRun:
+    """Judge every unfinished row, then write the metric file (module docstring).
+
+    ``client``: any :class:`~posttrainlab.eval.judge_client.ChatClient` (default: the ``openai`` client on
+    ``cfg.model_url``). ``progress(done, total)`` after each record; ``on_record(record)`` after each
+    line is written (an exception there stops the run as a kill would).
+    Raises :class:`JudgeAborted` on an answer that stays invalid under ``on_invalid="abort"``,
+    :class:`~posttrainlab.eval.judge_client.EndpointError` when the endpoint keeps failing.
+    """
+    cfg.check()
+    rows = load_math_shepherd(cfg.data_file)
+    info, warnings = data_info(cfg.data_file, rows)
+    selected = rows[: cfg.max_samples] if cfg.max_samples else rows
+    name = run_name(cfg.model_name, cfg.data_file, cfg.run_tag)
+    out = Path(cfg.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    jsonl, metric_file = out / f"{name}.jsonl", out / f"{name}_metric.json"
+    done, notes = _finished(jsonl, rows, cfg)
+    warnings += notes
+    pending = [i for i in range(len(selected)) if i not in done]
+    resumed = len(selected) - len(pending)
+    if client is None:
+        client = OpenAIChatClient(cfg.model_url, cfg.model_name, api_key=cfg.api_key, timeout_s=cfg.timeout_s)
+
+    def judge_one(i: int) -> JudgeAnswer:
+        messages = build_messages(selected[i]["prompt"], selected[i]["completions"])
+        return ask_judge(client, messages, max_tokens=cfg.max_tokens, policy=cfg.retry, sleep=sleep)
+
+    written: set[int] = set()
+
+    def write(i: int, answer: JudgeAnswer) -> None:
+        record = make_record(i, selected[i], answer, cfg.model_name)
+        append_jsonl(jsonl, record)
+        written.add(i)
+        if progress is not None:
+            progress(resumed + len(written), len(selected))
+        if on_record is not None:
+            on_record(record)
+
+    start = time.perf_counter()
+    pool = ThreadPoolExecutor(max_workers=cfg.num_threads, thread_name_prefix="judge")
+    futures: dict[Future[JudgeAnswer], int] = {}
+    interrupted = False
+    try:
+        futures = {pool.submit(judge_one, i): i for i in pending}
+        for fut in as_completed(futures):
+            i = futures[fut]
+            try:
+                answer = fut.result()
+            except EndpointError as e:
+                raise EndpointError(
+                    f"row {i}: {e}; run stopped. Finished rows are kept in {jsonl}: run the same command again "
+                    "to resume once the endpoint answers",
+                    e.transient,
+                ) from None
+            if answer.error is not None and cfg.on_invalid == "abort":
+                raise JudgeAborted(
+                    f"row {i}: {answer.error}; run aborted (an invalid answer is never scored as 'no hallucination'). "
+                    f"Finished rows are kept in {jsonl}: run the same command again to resume, "
+                    f"or pass --on-invalid record to record such rows as failed"
+                )
+            write(i, answer)
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
+    finally:
+        pool.shutdown(wait=not interrupted, cancel_futures=True)
+        if not interrupted:  # keep the work of requests that finished while the run was stopping
+            for fut, i in futures.items():
+                if i in written or not fut.done() or fut.cancelled() or fut.exception() is not None:
+                    continue
+                answer = fut.result()
+                if answer.error is None or cfg.on_invalid == "record":
+                    append_jsonl(jsonl, make_record(i, selected[i], answer, cfg.model_name))
+                    written.add(i)
+    elapsed = time.perf_counter() - start
+
+    done, _ = _finished(jsonl, rows, replace(cfg, retry_failed=False))
+    records = [done[i] for i in range(len(selected)) if i in done]
+    metrics = {
+        **judge_metrics(records),
+        "smoke_run": cfg.max_samples is not None and len(selected) < len(rows),
+        "max_samples": cfg.max_samples,
+        "run": name,
+        "model_name": cfg.model_name,
+        "model_url": cfg.model_url,
+        "data": info,
+        "settings": {
+            "num_threads": cfg.num_threads,
+            "max_tokens": cfg.max_tokens,
+            "on_invalid": cfg.on_invalid,
+            "timeout_s": cfg.timeout_s,
+            "answer_retries": cfg.retry.answer_retries,
+            "temperatures": [cfg.retry.first_temperature, cfg.retry.retry_temperature],
+            "prompt_version": PROMPT_VERSION,
+            "prompt_sha256": PROMPT_SHA256,
+        },
+        "attempts": {
+            "answers_requested": sum(r["attempts"] for r in records),
+            "rows_retried": sum(1 for r in records if r["attempts"] > 1),
+            "http_retries": sum(r.get("http_retries", 0) for r in records),
+        },
+        "warnings": warnings,
+    }
+    metrics = _ordered(metrics)
+    write_text(metric_file, json.dumps(metrics, indent=2, ensure_ascii=False) + "\n")
+    return JudgeRun(jsonl, metric_file, metrics, len(written), resumed, elapsed, warnings)
+
+
+_FIRST_KEYS = ("test_data_size", "smoke_run", "failed_rows", "records", "metrics", "disclosure")
+
+
+def _ordered(metrics: dict[str, Any]) -> dict[str, Any]:
+    """The metric file's keys in reading order: the headline numbers first."""
+    return {**{k: metrics[k] for k in _FIRST_KEYS if k in metrics}, **metrics}
+
+
+def recompute(filepath: str | Path) -> tuple[Path, dict[str, Any]]:
+    """Recompute every metric from a run file alone into ``<run>_recomputed_metric.json`` beside it.
+
+    Rows need only ``completions, labels, hallucination_list`` (``null`` for a failed row); rows with an
+    ``index`` are scored in index order and a repeated index counts once. ``_metric.json`` is not touched.
+    """
+    path = Path(filepath)
+    if not path.is_file():
+        raise BadInput(f"{path}: no such file")
+    records = []
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise BadInput(f"{path}:{lineno}: not valid JSON ({e.msg} at column {e.colno})") from None
+        fault = check_record(record)
+        if fault is not None:
+            raise BadInput(f"{path}:{lineno}: {fault}")
+        records.append(record)
+    if not records:
+        raise BadInput(f"{path}: no records")
+    notes = []
+    if all(isinstance(r.get("index"), int) for r in records):
+        by_index: dict[int, dict[str, Any]] = {}
+        for r in records:
+            by_index.setdefault(r["index"], r)
+        if len(by_index) < len(records):
+            notes.append(f"{len(records) - len(by_index)} duplicate records ignored (first of each index kept)")
+        records = [by_index[i] for i in sorted(by_index)]
+    metrics = judge_metrics(records)
+    metrics["smoke_run"] = None  # unknown from the records alone
+    metrics["recomputed_from"] = {"file": str(path), "sha256": sha256_file(path)}
+    metrics["warnings"] = notes
+    out = path.with_name(f"{path.stem}_recomputed_metric.json")
+    write_text(out, json.dumps(_ordered(metrics), indent=2, ensure_ascii=False) + "\n")
+    return out, metrics

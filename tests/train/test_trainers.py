@@ -130,22 +130,24 @@ def _sft_cmd(tiny_model, arith_dir, out, steps):
 def test_killed_run_resumes_from_its_last_checkpoint(arith_dir, tiny_model, tmp_path):
     out = tmp_path / "sft"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen(_sft_cmd(tiny_model, arith_dir, out, 400), env=env, stdout=subprocess.DEVNULL,
+    cmd = _sft_cmd(tiny_model, arith_dir, out, 40)
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
     deadline = time.time() + 240
-    while time.time() < deadline and not list(out.glob("checkpoint-4")):
-        time.sleep(0.5)
+    while time.time() < deadline and not list(out.glob("checkpoint-*/trainer_state.json")):
+        time.sleep(0.05)
+    time.sleep(0.3)  # then kill anywhere: mid-step, or while a later checkpoint is being written
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     assert list(out.glob("checkpoint-*")), "no checkpoint was written before the kill"
     assert not (out / "train_summary.json").exists()
-    done = subprocess.run(_sft_cmd(tiny_model, arith_dir, out, 8), env=env, capture_output=True, text=True)
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True)  # the same command again
     assert done.returncode == 0, done.stderr[-2000:]
     summary = json.loads((out / "train_summary.json").read_text())
     assert summary["resumed_from"] and "checkpoint-" in summary["resumed_from"]
-    assert summary["global_step"] == 8
+    assert summary["global_step"] == 40
     steps = [json.loads(line)["step"] for line in (out / "train_log.jsonl").read_text().splitlines()]
-    assert steps[-1] == 8
+    assert steps[-1] == 40 and steps[0] < int(summary["resumed_from"].rsplit("-", 1)[1]) + 1
 
 
 def test_two_cpu_processes_with_accelerate(arith_dir, tiny_model, tmp_path):
@@ -170,3 +172,16 @@ def test_missing_model_folder_is_one_line_exit_2(arith_dir, tmp_path):
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "no such model folder" in lines[0]
+
+
+def test_resume_point_skips_a_checkpoint_killed_while_being_written(tmp_path):
+    from posttrainlab.train.common import last_checkpoint
+
+    assert last_checkpoint(tmp_path / "none") is None
+    for step, complete in ((4, True), (8, True), (12, False)):
+        folder = tmp_path / f"checkpoint-{step}"
+        folder.mkdir()
+        if complete:
+            (folder / "trainer_state.json").write_text("{}")
+    (tmp_path / "checkpoint-x").mkdir()
+    assert last_checkpoint(tmp_path) == str(tmp_path / "checkpoint-8")

@@ -109,10 +109,20 @@ def peft_config(lora: LoraSwitch):
 
 
 def last_checkpoint(output_dir: str | os.PathLike) -> str | None:
-    """The newest ``checkpoint-N`` folder in ``output_dir`` (resume point), if any."""
-    from transformers.trainer_utils import get_last_checkpoint
+    """The newest *complete* ``checkpoint-N`` folder in ``output_dir`` (the resume point), if any.
 
-    return get_last_checkpoint(str(output_dir)) if Path(output_dir).is_dir() else None
+    transformers writes ``trainer_state.json`` last when it saves a checkpoint, so a folder without it
+    is one the run was killed while writing; it is skipped (an older complete one still exists then,
+    since old checkpoints are rotated out only after a new one is saved).
+    """
+    import re
+
+    folder = Path(output_dir)
+    if not folder.is_dir():
+        return None
+    done = [p for p in folder.glob("checkpoint-*") if re.fullmatch(r"checkpoint-\d+", p.name)]
+    done = [p for p in done if (p / "trainer_state.json").is_file()]
+    return str(max(done, key=lambda p: int(p.name.split("-")[1]))) if done else None
 
 
 def log_callback(output_dir: str | os.PathLike):

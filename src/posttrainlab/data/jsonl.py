@@ -26,6 +26,17 @@ def dumps(record: dict[str, Any]) -> str:
     return json.dumps(record, ensure_ascii=False)
 
 
+def loads_record(path: str | os.PathLike, lineno: int, line: str | bytes, hint: str = "") -> dict[str, Any]:
+    """One JSON Lines record; a line that is not a JSON object raises ``BadInput`` naming file and line."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise BadInput(f"{path}:{lineno}: not valid JSON ({e.msg} at column {e.colno}){hint}") from None
+    if not isinstance(record, dict):
+        raise BadInput(f"{path}:{lineno}: expected a JSON object, got {type(record).__name__}{hint}")
+    return record
+
+
 def iter_jsonl(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
     """Yield the records of a JSON Lines file; a bad line raises ``BadInput`` naming file and line."""
     path = Path(path)
@@ -33,15 +44,8 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
         raise BadInput(f"{path}: no such file")
     with open(path, encoding="utf-8") as f:
         for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise BadInput(f"{path}:{lineno}: not valid JSON ({e.msg} at column {e.colno})") from None
-            if not isinstance(record, dict):
-                raise BadInput(f"{path}:{lineno}: expected a JSON object, got {type(record).__name__}")
-            yield record
+            if line.strip():
+                yield loads_record(path, lineno, line)
 
 
 def read_jsonl(path: str | os.PathLike) -> list[dict[str, Any]]:

@@ -38,7 +38,7 @@ from typing import Any, Literal
 from posttrainlab.data.atomic import atomic_path, write_text
 from posttrainlab.data.formats.math_shepherd import as_list_form, check_ms_row
 from posttrainlab.data.formats.readers import SUFFIXES, iter_rows
-from posttrainlab.data.jsonl import append_jsonl, dumps
+from posttrainlab.data.jsonl import append_jsonl, dumps, loads_record
 from posttrainlab.data.manifest import sha256_file
 from posttrainlab.errors import BadInput, PosttrainError
 from posttrainlab.eval.judge_client import (
@@ -187,15 +187,8 @@ def read_run_file(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
     tail = lines.pop()
     records = []
     for lineno, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise BadInput(f"{path}:{lineno}: not valid JSON ({e.msg}); fix or remove the line to resume") from None
-        if not isinstance(record, dict):
-            raise BadInput(f"{path}:{lineno}: expected a JSON object")
-        records.append(record)
+        if line.strip():
+            records.append(loads_record(path, lineno, line, hint="; fix or remove the line to resume"))
     notes = []
     if tail.strip():
         with atomic_path(path) as tmp:

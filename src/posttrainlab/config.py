@@ -25,13 +25,15 @@ def one_line(e: Exception) -> str:
     return f"{text} (key: {key})" if key and key not in text else text
 
 
-def load_config(cls: type[T], path: str | os.PathLike | None = None, overrides: list[str] | None = None) -> T:
-    """Build a ``cls`` from defaults, then the YAML at ``path``, then ``key=value`` overrides."""
+def load_config(
+    cls: type[T], path: str | os.PathLike | None = None, overrides: list[str] | None = None, *, start: T | None = None
+) -> T:
+    """Build a ``cls`` from defaults (or the instance ``start``), then the YAML at ``path``, then overrides."""
     import yaml
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
-    schema = OmegaConf.structured(cls)
+    schema = OmegaConf.structured(start if start is not None else cls)
     where = "config"
     try:
         if path is not None:

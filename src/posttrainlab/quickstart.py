@@ -106,22 +106,12 @@ PRESETS = {"default": default_preset, "smoke": smoke_preset}
 
 def quickstart_config(preset: str, overrides: list[str] | None = None) -> QuickstartConfig:
     """A preset with ``key=value`` overrides applied (unknown keys are one-line errors)."""
-    from omegaconf import OmegaConf
-
     from posttrainlab.config import load_config
     from posttrainlab.errors import BadInput
 
     if preset not in PRESETS:
         raise BadInput(f"unknown preset {preset!r}: choose one of {', '.join(PRESETS)}")
-    base = PRESETS[preset]()
-    import tempfile
-
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-        f.write(OmegaConf.to_yaml(OmegaConf.structured(base)))
-    try:
-        return load_config(QuickstartConfig, f.name, overrides)
-    finally:
-        Path(f.name).unlink()
+    return load_config(QuickstartConfig, None, overrides, start=PRESETS[preset]())
 
 
 class Run:
@@ -224,11 +214,10 @@ def run_quickstart(out: str | Path, cfg: QuickstartConfig, console=None) -> Path
 def _link_base(out: Path, base: Path) -> None:
     """``OUT/base`` points at the cached base, so the run folder shows every model it used."""
     link = out / "base"
-    if link.is_symlink() or link.exists():
-        if link.is_symlink() and Path(link.readlink()) == base:
+    if link.is_symlink():
+        if link.readlink() == base:
             return
-        if link.is_symlink():
-            link.unlink()
-        else:
-            return
+        link.unlink()
+    elif link.exists():
+        return  # a real folder of the user's: leave it
     link.symlink_to(base, target_is_directory=True)

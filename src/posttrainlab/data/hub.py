@@ -196,7 +196,7 @@ def probe_timeout() -> float:
 # Errors
 
 
-class _Unreachable(Exception):
+class Unreachable(Exception):
     """The Hub did not answer usefully (no network, timeout, 5xx): try the cache, then give up."""
 
 
@@ -225,26 +225,35 @@ def _unavailable(spec: str, endpoint: str, reason: str) -> HubUnavailable:
 # Download
 
 
-def _probe(repo_id: str, revision: str, endpoint: str) -> dict[str, Any]:
-    """One GET of the dataset's metadata, no retries: the repo's ``sha`` and ``siblings``.
+def probe_get(url: str):
+    """One GET of Hub metadata with the user's token, a short timeout and no retries.
 
-    ``BadInput`` for a missing repo or revision; ``_Unreachable`` when the Hub did not answer.
+    ``Unreachable`` (with a one-line reason) when the request never got an answer for lack of a network;
+    huggingface_hub's own downloads retry with long timeouts, which is the hang this avoids.
     """
     import huggingface_hub
     from huggingface_hub.utils import get_session
 
-    spec = PREFIX + repo_id
-    url = f"{endpoint}/api/datasets/{repo_id}/revision/{quote(revision, safe='')}"
     headers = {"user-agent": f"posttrainlab; hf_hub/{huggingface_hub.__version__}"}
     token = huggingface_hub.get_token()
     if token:
         headers["authorization"] = f"Bearer {token}"
     try:
-        response = get_session().get(url, headers=headers, timeout=probe_timeout())
+        return get_session().get(url, headers=headers, timeout=probe_timeout())
     except Exception as e:
         if is_network_error(e):
-            raise _Unreachable(one_line(e)) from None
+            raise Unreachable(one_line(e)) from None
         raise
+
+
+def _probe(repo_id: str, revision: str, endpoint: str) -> dict[str, Any]:
+    """One GET of the dataset's metadata, no retries: the repo's ``sha`` and ``siblings``.
+
+    ``BadInput`` for a missing repo or revision; ``Unreachable`` when the Hub did not answer.
+    """
+    spec = PREFIX + repo_id
+    url = f"{endpoint}/api/datasets/{repo_id}/revision/{quote(revision, safe='')}"
+    response = probe_get(url)
     status = response.status_code
     code = response.headers.get("X-Error-Code", "")
     if code == "RevisionNotFound":
@@ -256,13 +265,13 @@ def _probe(repo_id: str, revision: str, endpoint: str) -> dict[str, Any]:
     if status == 403:
         raise BadInput(f"{spec}: access denied by {endpoint} (gated dataset? accept its terms, set HF_TOKEN)")
     if status >= 400:
-        raise _Unreachable(f"HTTP {status} from {url}")
+        raise Unreachable(f"HTTP {status} from {url}")
     try:
         info = response.json()
     except (ValueError, UnicodeDecodeError):
         info = None
     if not isinstance(info, dict) or not isinstance(info.get("sha"), str):
-        raise _Unreachable(f"{url} did not answer like a Hugging Face Hub")
+        raise Unreachable(f"{url} did not answer like a Hugging Face Hub")
     return info
 
 
@@ -417,7 +426,7 @@ def download_dataset(repo_id: str, revision: str | None = None, cache_dir: str |
     endpoint = hub_endpoint()
     try:
         info = _probe(repo_id, rev, endpoint)
-    except _Unreachable as e:
+    except Unreachable as e:
         cached = _from_cache(spec, repo_id, rev, cache, f"Hub unreachable ({e})")
         if cached is None:
             raise _unavailable(spec, endpoint, str(e)) from None

@@ -56,21 +56,11 @@ def _probe_model(repo_id: str) -> str | None:
 
     ``BadInput`` when the Hub answers that the repo does not exist (or is private/gated).
     """
-    import huggingface_hub
-    from huggingface_hub.utils import get_session
-
     endpoint = hub.hub_endpoint()
-    url = f"{endpoint}/api/models/{repo_id}/revision/main"
-    headers = {"user-agent": f"posttrainlab; hf_hub/{huggingface_hub.__version__}"}
-    token = huggingface_hub.get_token()
-    if token:
-        headers["authorization"] = f"Bearer {token}"
     try:
-        response = get_session().get(url, headers=headers, timeout=hub.probe_timeout())
-    except Exception as e:
-        if hub.is_network_error(e):
-            return f"cannot reach the Hugging Face Hub at {endpoint} ({hub.one_line(e)})"
-        raise
+        response = hub.probe_get(f"{endpoint}/api/models/{repo_id}/revision/main")
+    except hub.Unreachable as e:
+        return f"cannot reach the Hugging Face Hub at {endpoint} ({e})"
     if response.status_code in (401, 404):
         raise BadInput(f"{repo_id}: no such model folder, and no such model on {endpoint} (private? set HF_TOKEN)")
     if response.status_code == 403:

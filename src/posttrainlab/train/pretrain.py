@@ -17,7 +17,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from posttrainlab.data.arith.corpus import CorpusConfig, contamination_report, draw_corpus, segments
+from posttrainlab.data.arith.corpus import CorpusConfig, contamination_report, draw_corpus, eval_programs, segments
 from posttrainlab.models.tiny import TinyModelConfig
 
 CORPUS_VERSION = "arith-corpus-1"
@@ -147,8 +147,9 @@ def pretrain(cfg: PretrainConfig, out: str | os.PathLike, resume: bool = True) -
         return out
     torch.manual_seed(cfg.train.seed)
     model, tokenizer = build_model(cfg.model)
-    items, rejected = draw_corpus(cfg.corpus)
-    report = contamination_report(items, rejected)
+    eval_set = eval_programs()
+    items, rejected = draw_corpus(cfg.corpus, exclude=eval_set)
+    report = contamination_report(items, rejected, exclude=eval_set)
     if report["overlap"]:
         raise RuntimeError(f"pretraining corpus overlaps arith-v1 evaluation problems: {report}")
     ids, labels = pack(tokenizer, items, cfg.train.seq_len)
@@ -173,11 +174,7 @@ def pretrain(cfg: PretrainConfig, out: str | os.PathLike, resume: bool = True) -
     trainer = Trainer(model=model, args=args, train_dataset=_Blocks(ids, labels))
     has_checkpoint = resume and any(work.glob("checkpoint-*"))
     trainer.train(resume_from_checkpoint=True if has_checkpoint else None)
-    exclude = set(items)
-    from posttrainlab.data.arith.corpus import eval_programs
-
-    exclude |= eval_programs()
-    acc = heldout_accuracy(model, tokenizer, cfg.heldout_per_op, cfg.train.seed, exclude)
+    acc = heldout_accuracy(model, tokenizer, cfg.heldout_per_op, cfg.train.seed, set(items) | eval_set)
     save_pretrained(model, tokenizer, out)
     meta = {
         "config_hash": config_hash(cfg),

@@ -30,7 +30,10 @@ def test_every_stage_ran_and_the_report_is_written(run):
     out, _ = run
     state = json.loads((out / "run.json").read_text())
     names = [s["name"] for s in state["stages"]]
-    assert names == ["prepare", "pretrain", "sft", "eval-sft", "dpo", "eval-dpo", "grpo", "eval-grpo", "report"]
+    assert names == [
+        *("prepare", "pretrain", "sft", "eval-sft", "dpo", "eval-dpo", "grpo", "eval-grpo"),
+        *("arith-prm", "prm", "eval-prm", "best-of-n", "report"),
+    ]
     assert all(s["status"] == "done" for s in state["stages"])
     for method in ("sft", "dpo", "grpo"):
         metrics = json.loads((out / "eval" / method / "metrics.json").read_text())
@@ -42,6 +45,14 @@ def test_every_stage_ran_and_the_report_is_written(run):
     assert html.count("data:image/png;base64,") >= 3
     assert "SFT" in (out / "report.md").read_text()
     assert json.loads((out / "base" / "contamination.json").read_text())["overlap"] == 0
+    # process supervision: exact-labelled arith-prm from the SFT policy, a step PRM, its eval, best-of-N
+    assert (out / "arith-prm" / "step" / "train.jsonl").is_file() and (out / "prm" / "prm_config.json").is_file()
+    prm = json.loads((out / "prm-eval" / "metrics.json").read_text())
+    assert prm["solutions"] > 0 and 0.0 <= prm["step"]["auroc"] <= 1.0
+    bon = json.loads((out / "best-of-n" / "bon.json").read_text())
+    assert bon["problems"] == 20 and bon["ns"] == [1, 2, 4] and "majority" in bon["selectors"]
+    report = (out / "report.md").read_text()
+    assert "## Process reward model" in report and "## Best-of-N" in report
 
 
 def test_second_run_reuses_every_stage(run):
@@ -52,7 +63,7 @@ def test_second_run_reuses_every_stage(run):
     )  # fmt: skip
     assert r.returncode == 0, r.stderr[-3000:]
     state = json.loads((out / "run.json").read_text())
-    assert [s["status"] for s in state["stages"]][:-1] == ["cached"] * 8
+    assert [s["status"] for s in state["stages"]][:-1] == ["cached"] * 12
 
 
 def test_unknown_preset_and_key_are_one_line_errors(tmp_path):

@@ -1,7 +1,9 @@
 """``posttrain quickstart``: the main job on the embedded default, one command, offline, 2 CPU cores.
 
 prepare arith-v1 → pretrain the tiny base (or reuse the cached one) → SFT → eval → DPO and GRPO, each
-from the SFT checkpoint → eval → report. Every stage writes its outputs into ``OUT/<stage>`` and is
+from the SFT checkpoint → eval → process supervision (arith-prm sampled from the SFT policy and
+labelled exactly → a step PRM → PRM eval on held-out solutions → best-of-N on the test problems) →
+report. Every stage writes its outputs into ``OUT/<stage>`` and is
 skipped when its finished marker is already there, and every training stage resumes from its last
 checkpoint, so a killed quickstart started again carries on where it stopped.
 
@@ -21,6 +23,7 @@ from pathlib import Path
 from posttrainlab.data.arith.corpus import CorpusConfig
 from posttrainlab.models.tiny import TinyModelConfig
 from posttrainlab.train.pretrain import PretrainConfig, PretrainOptim
+from posttrainlab.train.prm_recipe import PRMDataConfig, PRMRecipe
 from posttrainlab.train.recipes import DatasetConfig, DPORecipe, GRPORecipe, OptimConfig, SFTRecipe
 
 
@@ -36,6 +39,30 @@ class EvalSettings:
     eval_base: bool = False  # also evaluate the base model (it has never seen the prompt format)
 
 
+# The quickstart sets model, output_dir and dataset.path of the PRM recipe (OUT/sft, OUT/prm, OUT/arith-prm).
+def _prm_data() -> PRMDataConfig:
+    return PRMDataConfig(path="OUT/arith-prm/step/train.jsonl", format="step")
+
+
+@dataclass
+class ProcessSettings:
+    """The process-supervision stages: arith-prm from the SFT policy, a step PRM, its eval, best-of-N."""
+
+    enabled: bool = True
+    k: int = 4  # arith-prm: samples per prompt
+    limit: int | None = 250  # arith-prm: records per arith-v1 split read (train: rl_train; held out: dev, validation)
+    temperature: float = 1.0  # arith-prm sampling (errors are the point)
+    prm: PRMRecipe = field(
+        default_factory=lambda: PRMRecipe(
+            dataset=_prm_data(),
+            optim=OptimConfig(epochs=2, learning_rate=1e-4, batch_size=16, logging_steps=10, save_steps=100),
+        )
+    )
+    bon_n: int = 16  # best-of-N: samples per test problem (ns = 1, 2, 4, ... up to bon_n)
+    bon_limit: int | None = None  # None = all 500 test problems
+    bon_temperature: float = 0.8
+
+
 @dataclass
 class QuickstartConfig:
     """Every stage's settings; a preset fills them, ``key=value`` overrides change them."""
@@ -46,6 +73,7 @@ class QuickstartConfig:
     dpo: DPORecipe = field(default_factory=DPORecipe)
     grpo: GRPORecipe = field(default_factory=GRPORecipe)
     eval: EvalSettings = field(default_factory=EvalSettings)
+    process: ProcessSettings = field(default_factory=ProcessSettings)
     methods: list[str] = field(default_factory=lambda: ["dpo", "grpo"])
 
 
@@ -77,6 +105,16 @@ def smoke_preset() -> QuickstartConfig:
             max_completion_length=24,
         ),
         eval=EvalSettings(limit=40, batch_size=40, max_new_tokens=32),
+        process=ProcessSettings(
+            k=2,
+            limit=12,
+            prm=PRMRecipe(
+                dataset=_prm_data(),
+                optim=OptimConfig(epochs=1, learning_rate=1e-3, batch_size=8, logging_steps=2, save_steps=1000),
+            ),
+            bon_n=4,
+            bon_limit=20,
+        ),
     )
 
 
@@ -207,8 +245,43 @@ def run_quickstart(out: str | Path, cfg: QuickstartConfig, console=None) -> Path
     if "grpo" in cfg.methods:
         train("grpo", cfg.grpo, train_grpo, str(out / "sft"))
         evaluate("grpo", out / "grpo")
+    if cfg.process.enabled:
+        _process_stages(run, cfg.process, out, data, console)
     run.stage("report", False, lambda: build_report(out), console)
     return out / "report.html"
+
+
+def _process_stages(run: Run, p: ProcessSettings, out: Path, data: Path, console) -> None:
+    """arith-prm from the SFT policy → step PRM (from the SFT model) → PRM eval (held out) → best-of-N (test)."""
+    from posttrainlab.eval import best_of_n, prm_eval
+    from posttrainlab.label.arith_prm import build
+    from posttrainlab.train.prm import train_prm
+
+    policy, prm_data, prm_dir = out / "sft", out / "arith-prm", out / "prm"
+    run.stage(
+        "arith-prm",
+        (prm_data / "manifest.json").is_file(),
+        lambda: build(policy, data, prm_data, k=p.k, limit=p.limit, temperature=p.temperature),
+        console,
+    )
+    p.prm.model = str(policy)
+    p.prm.output_dir = str(prm_dir)
+    p.prm.dataset.path = str(prm_data / "step" / "train.jsonl")
+    run.stage("prm", (prm_dir / "prm_config.json").is_file(), lambda: train_prm(p.prm), console)
+    target = out / "prm-eval"
+    run.stage(
+        "eval-prm",
+        (target / "metrics.json").is_file(),
+        lambda: prm_eval.run(prm_dir, prm_data / "step" / "heldout.jsonl", target),
+        console,
+    )
+    bon = out / "best-of-n"
+    run.stage(
+        "best-of-n",
+        (bon / "bon.json").is_file(),
+        lambda: best_of_n.run(policy, prm_dir, data, bon, n=p.bon_n, limit=p.bon_limit, temperature=p.bon_temperature),
+        console,
+    )
 
 
 def _link_base(out: Path, base: Path) -> None:

@@ -15,9 +15,10 @@ import sys
 import typer
 
 from posttrainlab import __version__
-from posttrainlab.cli import quickstart, report
+from posttrainlab.cli import pipeline, quickstart, report, serve
 from posttrainlab.cli.data import data_app
 from posttrainlab.cli.evaluate import eval_app
+from posttrainlab.cli.label import label_app
 from posttrainlab.cli.model import model_app
 from posttrainlab.cli.train import train_app
 from posttrainlab.errors import PosttrainError
@@ -34,6 +35,9 @@ app.add_typer(data_app, name="data")
 app.add_typer(model_app, name="model")
 app.add_typer(eval_app, name="eval")
 app.add_typer(train_app, name="train")
+app.add_typer(label_app, name="label")
+pipeline.register(app)  # generate, annotate
+serve.register(app)
 quickstart.register(app)
 report.register(app)
 

@@ -98,3 +98,9 @@ def verify(folder: Path = typer.Argument(..., help="A dataset folder with manife
 from posttrainlab.cli import formats as _formats  # noqa: E402
 
 _formats.register(data_app)
+from posttrainlab.cli.pipeline import register_data as _register_pipeline  # noqa: E402
+
+_register_pipeline(data_app)
+from posttrainlab.cli.arith_prm import register as _register_arith_prm  # noqa: E402
+
+_register_arith_prm(data_app)

@@ -298,3 +298,9 @@ def judge_summary(
     if out is not None:
         write_text(out, json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
         console.print(f"wrote {out}", highlight=False)
+
+
+# ---- posttrain eval prm / best-of-n (process reward models, docs/prm-eval.md) -------------------------
+from posttrainlab.cli.eval_prm import register as _register_prm_eval  # noqa: E402
+
+_register_prm_eval(eval_app)

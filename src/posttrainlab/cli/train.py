@@ -1,4 +1,4 @@
-"""``posttrain train {sft,dpo,grpo} --config FILE.yaml [key=value ...]``."""
+"""``posttrain train {sft,dpo,grpo,prm} --config FILE.yaml [key=value ...]``."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ from pathlib import Path
 
 import typer
 
-train_app = typer.Typer(help="Post-train a policy with SFT, DPO or GRPO (on TRL).", no_args_is_help=True)
+train_app = typer.Typer(
+    help="Post-train a policy with SFT, DPO or GRPO (on TRL), or train a process reward model.", no_args_is_help=True
+)
 
 CONFIG = typer.Option(..., "--config", help="Recipe YAML (configs/arith/*.yaml).")
 OVERRIDES = typer.Argument(None, help="key=value overrides, e.g. optim.epochs=2 dataset.limit=1000.")
@@ -45,3 +47,14 @@ def dpo(config: Path = CONFIG, overrides: list[str] = OVERRIDES) -> None:
 def grpo(config: Path = CONFIG, overrides: list[str] = OVERRIDES) -> None:
     """GRPO with arith-grader rewards (correctness + weighted format)."""
     _run("grpo", config, overrides)
+
+
+@train_app.command("prm")
+def prm(config: Path = CONFIG, overrides: list[str] = OVERRIDES) -> None:
+    """Process reward model on transformers.Trainer (configs/prm/*.yaml; docs/prm.md)."""
+    from posttrainlab.config import load_config
+    from posttrainlab.train.prm import train_prm
+    from posttrainlab.train.prm_recipe import PRMRecipe
+
+    out = train_prm(load_config(PRMRecipe, config, overrides))
+    typer.echo(f"prm: model saved to {out}")

@@ -21,14 +21,19 @@ How a call runs, and why:
   Generation stops at the tokenizer's eos (and any eos the model's generation config adds).
 - **Seeded**: ``torch.manual_seed(seed)`` inside ``torch.random.fork_rng``, so the same call gives
   the same completions and the caller's random state is left as it was.
+- **Shared-prefix continuations** (``sample_continuations``, for Monte-Carlo labelling): one prefill
+  per prefix, its KV cache expanded to the N continuations (``generation.shared_prefix``), where
+  ``generate(n=N)`` would encode the prompt N times; ``stats`` adds up the work it did.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 from posttrainlab.errors import BadInput
 from posttrainlab.generation import Prompt, truncate_at_stop
+from posttrainlab.generation.shared_prefix import PrefixRequest, SamplingStats
 
 
 def plain_chat(messages: list[dict]) -> str:
@@ -127,6 +132,7 @@ class TransformersBackend:
         self.tokenizer = prepare_tokenizer(tokenizer, model)
         self.batch_size = batch_size
         self.progress = progress
+        self.stats = SamplingStats()  # work done by sample_continuations, summed over calls
 
     @classmethod
     def from_pretrained(
@@ -215,3 +221,33 @@ class TransformersBackend:
                     results[i] = mine * n if per_prompt == 1 else mine
                 bar.advance(task, len(batch))
         return results
+
+    def sample_continuations(
+        self,
+        requests: Sequence[PrefixRequest],
+        *,
+        n: int = 1,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        max_new_tokens: int = 64,
+        stop: list[str] | None = None,
+    ) -> list[list[str]]:
+        """``n`` continuations of each request's prefix, one prefill per prefix (``generation.shared_prefix``).
+
+        ``batch_size`` prefixes share a prefill forward pass; each request samples with its own seed.
+        """
+        from posttrainlab.generation.shared_prefix import sample_shared_prefix
+
+        return sample_shared_prefix(
+            self.model,
+            self.tokenizer,
+            requests,
+            n=n,
+            temperature=temperature,
+            top_p=top_p,
+            max_new_tokens=max_new_tokens,
+            stop=stop,
+            eos_ids=self.eos_ids(),
+            batch_size=self.batch_size,
+            stats=self.stats,
+        )

@@ -39,6 +39,8 @@ class Run:
     pretrain: dict = field(default_factory=dict)  # base/pretrain.json
     logs: dict[str, list[dict]] = field(default_factory=dict)  # stage -> train_log.jsonl rows
     metrics: dict[str, dict] = field(default_factory=dict)  # method -> eval/<method>/metrics.json
+    prm: dict = field(default_factory=dict)  # prm-eval/metrics.json (posttrain eval prm)
+    bon: dict = field(default_factory=dict)  # best-of-n/bon.json (posttrain eval best-of-n)
 
 
 def _read_json(path: Path) -> dict:
@@ -80,6 +82,10 @@ def load_run(run_dir: str | Path) -> Run:
     evals = {p.parent.name: p for p in run_dir.glob("eval/*/metrics.json") if p.is_file()}
     for method in ordered(evals, METHODS):
         run.metrics[method] = _read_json(evals[method])
+    if (run_dir / "prm-eval" / "metrics.json").is_file():
+        run.prm = _read_json(run_dir / "prm-eval" / "metrics.json")
+    if (run_dir / "best-of-n" / "bon.json").is_file():
+        run.bon = _read_json(run_dir / "best-of-n" / "bon.json")
     if not (run.info or run.pretrain or run.logs or run.metrics):
         raise BadInput(f"{run_dir}: not a run folder (no run.json, */train_log.jsonl or eval/*/metrics.json)")
     return run
@@ -191,6 +197,9 @@ def figures(run: Run) -> dict[str, bytes]:
     out["category_accuracy"] = plots.category_accuracy(run.metrics)
     out["outcome_shares"] = plots.outcome_shares(run.metrics)
     out["preference_accuracy"] = plots.preference_accuracy(run.metrics)
+    for name, path in (("prm_reliability", "prm-eval/reliability.png"), ("best_of_n", "best-of-n/best_of_n.png")):
+        if (run.path / path).is_file():
+            out[name] = (run.path / path).read_bytes()
     return {k: v for k, v in out.items() if v is not None}
 
 
@@ -214,6 +223,8 @@ def blocks(run: Run, images: list[str]) -> list[Block]:
     out += _outcome_section(metrics, images)
     out += _preference_section(metrics, images)
     out += _passk_section(metrics)
+    out += _prm_section(run.prm, images)
+    out += _bon_section(run.bon, images)
     curves = [n for n in images if n.startswith("training_")]
     if curves:
         out.append(heading("Training curves"))
@@ -292,6 +303,61 @@ def _passk_section(metrics: dict[str, dict]) -> list[Block]:
         for m, p in passk.items()
     ]
     return [heading("pass@k"), table(["method", "k", "overall", *cats], rows)]
+
+
+def _prm_section(m: dict, images: list[str]) -> list[Block]:
+    """The step PRM on held-out arith-prm solutions (exact labels): wrong-class P/R/F1, AUROC, first error, ECE."""
+    step, first, cal = sub(m, "step"), sub(m, "first_error"), sub(m, "calibration")
+    if not step:
+        return []
+    sweep = sub(m, "first_error_sweep")
+    f1s = sweep.get("f1") if isinstance(sweep.get("f1"), list) else []
+    best = max(((f, t) for f, t in zip(f1s, sweep.get("thresholds", []), strict=False) if finite(f)), default=None)
+    rows = [
+        ["wrong-step precision / recall / F1", f"{pct(value(step.get('precision')))} / "
+         f"{pct(value(step.get('recall')))} / {pct(value(step.get('f1')))}"],
+        ["step AUROC", f"{value(step.get('auroc')):.3f}" if finite(value(step.get("auroc"))) else "–"],
+        [f"first-error F1 at {m.get('threshold', '?')}", pct(value(first.get("f1")))],
+        ["best first-error F1 over the sweep (threshold tuned on this data)",
+         f"{pct(best[0])} at {best[1]}" if best else "–"],
+        ["expected calibration error", f"{value(cal.get('ece')):.3f}" if finite(value(cal.get("ece"))) else "–"],
+    ]  # fmt: skip
+    out = [
+        heading("Process reward model"),
+        paragraph(
+            f"A step PRM (token-classification head) trained on arith-prm solutions sampled from the SFT policy and "
+            f"labelled exactly, scored on {m.get('solutions', '?')} held-out solutions ({m.get('steps', '?')} steps, "
+            f"{m.get('wrong_steps', '?')} wrong) from dev and validation problems."
+        ),
+        table(["metric", "value"], rows),
+    ]
+    if "prm_reliability" in images:
+        out.append(figure("prm_reliability", "PRM reliability: predicted P(correct) against the observed share"))
+    return out
+
+
+def _bon_section(b: dict, images: list[str]) -> list[Block]:
+    """Best-of-N accuracy per selector and N, with 95% intervals."""
+    selectors = sub(b, "selectors")
+    if not selectors:
+        return []
+    ns = [str(n) for n in b.get("ns", [])]
+    rows = [[name] + [with_ci(stat(sub(per_n, n))) for n in ns] for name, per_n in selectors.items()]
+    if sub(b, "oracle"):
+        rows.append(["oracle pass@N (any sample right)"] + [with_ci(stat(sub(b["oracle"], n))) for n in ns])
+    out = [
+        heading("Best-of-N"),
+        paragraph(
+            f"{b.get('problems', '?')} {b.get('split', 'test')} problems, N samples each from the SFT policy "
+            f"(temperature {sub(b, 'sampling').get('temperature', '?')}); one pick per problem by the PRM "
+            f"(min / last / product / mean of step scores), by majority vote over answers, or by PRM-weighted vote "
+            f"({b.get('vote_aggregation', '?')} aggregation). Ties: {b.get('tie_rule', '?')}."
+        ),
+        table(["selector", *[f"N={n}" for n in ns]], rows),
+    ]
+    if "best_of_n" in images:
+        out.append(figure("best_of_n", "Best-of-N accuracy against N"))
+    return out
 
 
 def _base_section(pre: dict) -> list[Block]:

@@ -20,14 +20,14 @@ from pathlib import Path
 from posttrainlab.data.arith.corpus import CorpusConfig, contamination_report, draw_corpus, eval_programs, segments
 from posttrainlab.models.tiny import TinyModelConfig
 
-CORPUS_VERSION = "arith-corpus-1"
+CORPUS_VERSION = "arith-corpus-2"
 
 
 @dataclass
 class PretrainOptim:
     """Optimisation of the pretraining run."""
 
-    epochs: float = 4.0
+    epochs: float = 3.0
     learning_rate: float = 1e-3
     batch_size: int = 16
     seq_len: int = 128
@@ -114,7 +114,7 @@ def heldout_accuracy(model, tokenizer, n_per_op: int, seed: int, exclude: set) -
     from posttrainlab.data.arith.corpus import _single
 
     rng = random.Random(f"heldout:{seed}")
-    cfg = CorpusConfig()
+    cfg = CorpusConfig(small_share=0.0)  # arith-v1's operand sizes
     result = {}
     model.eval()
     for op in "+-*":
@@ -174,7 +174,8 @@ def pretrain(cfg: PretrainConfig, out: str | os.PathLike, resume: bool = True) -
     trainer = Trainer(model=model, args=args, train_dataset=_Blocks(ids, labels))
     has_checkpoint = resume and any(work.glob("checkpoint-*"))
     trainer.train(resume_from_checkpoint=True if has_checkpoint else None)
-    acc = heldout_accuracy(model, tokenizer, cfg.heldout_per_op, cfg.train.seed, set(items) | eval_set)
+    seen = {item.program for item in items} | eval_set
+    acc = heldout_accuracy(model, tokenizer, cfg.heldout_per_op, cfg.train.seed, seen)
     save_pretrained(model, tokenizer, out)
     meta = {
         "config_hash": config_hash(cfg),

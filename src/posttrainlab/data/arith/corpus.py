@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from posttrainlab.data.arith.problems import PREV, Step, execute
 
@@ -28,9 +29,18 @@ class CorpusConfig:
     """What the pretraining corpus holds (configs/models/tiny-base.yaml, ``corpus:``)."""
 
     seed: int = 20251018
-    size: int = 100_000  # items (equations or chains)
+    size: int = 100_000  # items (equations, chains or worked problems)
     chain_share: float = 0.25  # share of two-operation chains
-    max_digits: int = 3  # operands of + and - have 1..max_digits digits
+    worked_share: float = 0.2  # share of worked problems ("Compute <expression>." then its calculation lines)
+    max_digits: int = 3  # operands of + and - have up to max_digits digits
+    small_share: float = 0.15  # share of + and - equations with a uniform digit count (else uniform 10..10^d-1)
+
+
+class Item(NamedTuple):
+    """One corpus item: a program, and whether it is written as a worked problem."""
+
+    program: tuple[Step, ...]
+    worked: bool = False
 
 
 def _operand(rng: random.Random, max_digits: int) -> int:
@@ -49,7 +59,10 @@ def _single(rng: random.Random, cfg: CorpusConfig) -> tuple[Step, ...]:
         if rng.random() < 0.5:
             a, b = b, a
         return ((op, a, b),)
-    a, b = _operand(rng, cfg.max_digits), _operand(rng, cfg.max_digits)
+    if rng.random() < cfg.small_share:
+        a, b = _operand(rng, cfg.max_digits), _operand(rng, cfg.max_digits)
+    else:  # the sizes arith-v1 asks about: carries through every column are common
+        a, b = rng.randint(10, 10**cfg.max_digits - 1), rng.randint(10, 10**cfg.max_digits - 1)
     if op == "-" and b > a:
         a, b = b, a
     return ((op, a, b),)
@@ -76,40 +89,81 @@ def eval_programs() -> set[tuple[Step, ...]]:
     return {p.program for name in EVAL_POOLS for p in pools[name]}
 
 
-def draw_corpus(cfg: CorpusConfig, exclude: set | None = None) -> tuple[list[tuple[Step, ...]], int]:
-    """``cfg.size`` programs drawn from ``cfg.seed``, none in ``exclude``; also how many were rejected."""
+def draw_corpus(cfg: CorpusConfig, exclude: set | None = None) -> tuple[list[Item], int]:
+    """``cfg.size`` items drawn from ``cfg.seed``, none whose program is in ``exclude``; also how many were rejected."""
     exclude = eval_programs() if exclude is None else exclude
     rng = random.Random(f"arith-corpus:{cfg.seed}")
-    items: list[tuple[Step, ...]] = []
+    items: list[Item] = []
     rejected = 0
     while len(items) < cfg.size:
-        program = _chain(rng, cfg) if rng.random() < cfg.chain_share else _single(rng, cfg)
+        u = rng.random()
+        worked = u < cfg.worked_share
+        chain = worked and rng.random() < 0.5 or (not worked and u < cfg.worked_share + cfg.chain_share)
+        program = _chain(rng, cfg) if chain else _single(rng, cfg)
         if not _valid(program):
             continue
         if program in exclude:
             rejected += 1
             continue
-        items.append(program)
+        items.append(Item(program, worked))
     return items, rejected
 
 
-def segments(program: tuple[Step, ...]) -> list[tuple[str, bool]]:
-    """Text pieces of one item and whether each is trained on (results yes, operands no).
+_PRECEDENCE = {"+": 1, "-": 1, "*": 2}
+
+
+def expression(program: tuple[Step, ...]) -> str:
+    """The program as one infix expression, with the brackets its order of operations needs.
+
+    >>> expression((("*", 6, 3), ("-", PREV, 15))), expression((("+", 6, 3), ("*", PREV, 4)))
+    ('6 * 3 - 15', '(6 + 3) * 4')
+    >>> expression((("*", 6, 3), ("+", 15, PREV))), expression((("-", 6, 3), ("-", 15, PREV)))
+    ('15 + 6 * 3', '15 - (6 - 3)')
+    """
+    text = ""
+    for i, (op, a, b) in enumerate(program):
+        if i == 0:
+            text = f"{a} {op} {b}"
+            continue
+        prev_op = program[i - 1][0]
+        if a == PREV:
+            inner = f"({text})" if _PRECEDENCE[prev_op] < _PRECEDENCE[op] else text
+            text = f"{inner} {op} {b}"
+        else:
+            inner = text if _PRECEDENCE[prev_op] > _PRECEDENCE[op] else f"({text})"
+            text = f"{a} {op} {inner}"
+    return text
+
+
+def segments(item: Item | tuple[Step, ...]) -> list[tuple[str, bool]]:
+    """Text pieces of one item and whether each is trained on.
+
+    An equation or chain trains on its results only (operands are random); a worked problem trains
+    on its whole solution (copying the operands from the question is the skill it teaches), written
+    in a wording arith-v1 never uses ("Compute …", "Result:").
 
     >>> segments((("*", 6, 3), ("-", PREV, 15)))
     [('6 * 3 =', False), (' 18\\n', True), ('18 - 15 =', False), (' 3\\n', True)]
+    >>> segments(Item((("*", 6, 3),), worked=True))
+    [('Compute 6 * 3.\\n', False), ('6 * 3 = 18\\nResult: 18\\n', True)]
     """
+    if not isinstance(item, Item):
+        item = Item(item)
+    lines = execute(item.program)
+    if item.worked:
+        body = "".join(f"{line.render()}\n" for line in lines) + f"Result: {lines[-1].result}\n"
+        return [(f"Compute {expression(item.program)}.\n", False), (body, True)]
     out: list[tuple[str, bool]] = []
-    for line in execute(program):
+    for line in lines:
         out.append((f"{line.left} {line.op} {line.right} =", False))
         out.append((f" {line.result}\n", True))
     return out
 
 
-def contamination_report(items: list[tuple[Step, ...]], rejected: int, exclude: set | None = None) -> dict:
+def contamination_report(items: list[Item], rejected: int, exclude: set | None = None) -> dict:
     """Re-check a drawn corpus against the evaluation pools; ``overlap`` must be 0."""
     exclude = eval_programs() if exclude is None else exclude
-    overlap = sum(1 for p in items if p in exclude)
+    overlap = sum(1 for item in items if item.program in exclude)
     return {
         "checked_against": [*EVAL_POOLS, "preference_test (derived from test)"],
         "unit": "program: the operations with their literal operands (stricter than the card's key)",

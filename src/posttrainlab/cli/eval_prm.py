@@ -1,0 +1,176 @@
+"""``posttrain eval prm`` and ``posttrain eval best-of-n``: process reward models, evaluated.
+
+    posttrain eval prm --model runs/prm --data data/arith-prm --out runs/prm/eval          # arith-prm heldout
+    posttrain eval prm --model runs/prm --data SHARP-Math.jsonl --out E --threshold 0.5
+    posttrain eval best-of-n --policy runs/qs/sft --prm runs/prm --data runs/qs/data/arith-v1 --out runs/bon
+
+Thin verbs over ``posttrainlab.eval.prm_eval.run`` and ``posttrainlab.eval.best_of_n.run`` (metrics in
+docs/prm-eval.md); torch is imported inside the verbs. ``register(eval_app)`` adds them to ``eval``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def _num(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
+def prm_table(m: dict):
+    """The headline PRM metrics, one row each."""
+    from rich.table import Table
+
+    table = Table(
+        title=f"{m['model']} on {m['source']} ({m['format']}, {m['solutions']} solutions, {m['steps']} steps)"
+    )
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    s, fe, sw = m["step"], m["first_error"], m["first_error_sweep"]
+    rows = [
+        (f"wrong-step precision @ {m['threshold']}", _pct(s["precision"])),
+        (f"wrong-step recall @ {m['threshold']}", _pct(s["recall"])),
+        (f"wrong-step F1 @ {m['threshold']}", _pct(s["f1"])),
+        ("step AUROC", _num(s["auroc"])),
+        (f"first-error F1 @ {m['threshold']} (ProcessBench)", _pct(fe["f1"])),
+        ("  accuracy on erroneous / correct", f"{_pct(fe['accuracy_erroneous'])} / {_pct(fe['accuracy_correct'])}"),
+        (
+            "first-error F1, best threshold (tuned on this data)",
+            f"{_pct(sw['best_f1'])} @ {sw['best_threshold']}",
+        ),
+        (f"ECE ({m['calibration']['n_bins']} bins)", _num(m["calibration"]["ece"])),
+        ("mean score correct / wrong steps", f"{_num(s['mean_score_correct'])} / {_num(s['mean_score_wrong'])}"),
+    ]
+    for name, value in rows:
+        table.add_row(name, value)
+    return table
+
+
+def prm(
+    model: str = typer.Option(..., "--model", help="PRM: a local folder (posttrain train prm) or a Hub id."),
+    data: str = typer.Option(
+        ..., "--data", help="Step-level file (.jsonl/.json/.parquet), hf:// path, or arith-prm DIR[:SPLIT]."
+    ),
+    out: Path = typer.Option(..., "--out", help="Output folder for metrics.json, scores.jsonl, reliability.png."),
+    threshold: float = typer.Option(0.5, "--threshold", help="A step is predicted wrong when its score is below."),
+    batch_size: int = typer.Option(16, "--batch-size", help="Solutions per PRM forward pass."),
+    fmt: str | None = typer.Option(
+        None, "--format", help="step, math-shepherd, processbench or span (default: from the first row)."
+    ),
+    limit: int | None = typer.Option(None, "--limit", help="Evaluate the first N rows."),
+    dtype: str = typer.Option("float32", "--dtype", help="float32, bfloat16, float16 or auto."),
+    device: str | None = typer.Option(None, "--device", help="cpu, cuda, ... (default: CUDA when available)."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+) -> None:
+    """Score step-labelled solutions with a PRM: wrong-step P/R/F1, AUROC, first-error F1, ECE, per position."""
+    from rich.console import Console
+
+    from posttrainlab.eval.prm_eval import run
+
+    m = run(
+        model,
+        data,
+        out,
+        threshold=threshold,
+        batch_size=batch_size,
+        fmt=fmt,
+        limit=limit,
+        dtype=dtype,
+        device=device,
+        progress=progress,
+    )
+    console = Console()
+    console.print(prm_table(m))
+    pos = ", ".join(
+        f"{r['position']}: {_pct(r['gold_wrong_rate'])}/{_pct(r['predicted_wrong_rate'])}"
+        for r in m["per_position"][:6]
+    )
+    console.print(f"wrong rate by step (gold/predicted): {pos}", highlight=False)
+    console.print(f"wrote {out / 'metrics.json'}, {out / 'scores.jsonl'}, {out / 'reliability.png'}", highlight=False)
+
+
+def bon_table(b: dict):
+    """Accuracy of every selector (and the oracle) at every n."""
+    from rich.table import Table
+
+    table = Table(title=f"best-of-n: {b['policy']} + PRM {b['prm']} on {b['problems']} {b['split']} problems")
+    table.add_column("selector")
+    for n in b["ns"]:
+        table.add_column(f"n={n}", justify="right")
+    for name, by_n in b["selectors"].items():
+        label = f"prm_vote ({b['vote_aggregation']})" if name == "prm_vote" else name
+        table.add_row(label, *[_pct(by_n[str(n)]["value"]) for n in b["ns"]])
+    table.add_row("oracle (pass@n)", *[_pct(b["oracle"][str(n)]["value"]) for n in b["ns"]])
+    table.caption = "95% Wilson intervals in bon.json"
+    return table
+
+
+def best_of_n(
+    policy: str = typer.Option(..., "--policy", help="Policy to sample: a Hugging Face model folder or Hub id."),
+    prm_model: str = typer.Option(..., "--prm", help="PRM folder (posttrain train prm) or Hub id."),
+    data: str = typer.Option(..., "--data", help="arith-v1 folder (DIR or DIR:SPLIT; default split test) or file."),
+    out: Path = typer.Option(..., "--out", help="Output folder: bon.json, samples.jsonl (cache), best_of_n.png."),
+    n: int = typer.Option(16, "--n", help="Samples per problem (drawn once)."),
+    ns: str | None = typer.Option(
+        None, "--ns", help="n values to report, e.g. 1,2,4,8,16 (default: powers of 2 up to --n, and --n)."
+    ),
+    temperature: float = typer.Option(0.8, "--temperature", help="Sampling temperature (> 0)."),
+    top_p: float = typer.Option(1.0, "--top-p", help="Nucleus sampling threshold."),
+    max_new_tokens: int = typer.Option(48, "--max-new-tokens", help="Longest solution, in tokens."),
+    seed: int = typer.Option(0, "--seed", help="Sampling seed."),
+    limit: int | None = typer.Option(None, "--limit", help="Use the first N problems (default: all)."),
+    batch_size: int = typer.Option(32, "--batch-size", help="Prompts per generate call."),
+    prm_batch_size: int = typer.Option(16, "--prm-batch-size", help="Solutions per PRM forward pass."),
+    vote_aggregation: str = typer.Option(
+        "min", "--vote-aggregation", help="Step-score aggregation weighting the PRM vote: min, last, product, mean."
+    ),
+    dtype: str = typer.Option("float32", "--dtype", help="float32, bfloat16, float16 or auto."),
+    device: str | None = typer.Option(None, "--device", help="PRM device (default: CUDA when available)."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
+) -> None:
+    """Sample n solutions per problem once; pick one by PRM (min/last/product/mean), majority or PRM vote."""
+    from rich.console import Console
+
+    from posttrainlab.eval.best_of_n import run
+
+    b = run(
+        policy,
+        prm_model,
+        data,
+        out,
+        n=n,
+        ns=ns,
+        temperature=temperature,
+        top_p=top_p,
+        max_new_tokens=max_new_tokens,
+        seed=seed,
+        limit=limit,
+        batch_size=batch_size,
+        prm_batch_size=prm_batch_size,
+        vote_aggregation=vote_aggregation,
+        dtype=dtype,
+        device=device,
+        progress=progress,
+    )
+    console = Console()
+    console.print(bon_table(b))
+    s = b["sampling"]
+    how = "reused from samples.jsonl" if s["reused_cache"] else f"sampled in {s['seconds']:.1f} s"
+    console.print(
+        f"{s['samples']} samples {how}; PRM scoring {b['scoring']['seconds']:.1f} s; "
+        f"single-sample accuracy {_pct(b['sample_accuracy']['value'])}",
+        highlight=False,
+    )
+    console.print(f"wrote {out / 'bon.json'}, {out / 'scores.jsonl'}, {out / 'best_of_n.png'}", highlight=False)
+
+
+def register(eval_app: typer.Typer) -> None:
+    """Add ``prm`` and ``best-of-n`` to the ``posttrain eval`` group."""
+    eval_app.command("prm")(prm)
+    eval_app.command("best-of-n")(best_of_n)

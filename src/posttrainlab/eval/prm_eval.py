@@ -1,0 +1,323 @@
+"""``posttrain eval prm``: score a step-labelled corpus with a PRM and report how well it finds the errors.
+
+``run(model, data, out)`` reads the corpus, scores every solution once with
+``posttrainlab.prm.PRM.score_batch`` (per-step P(correct)), computes ``eval.prm_metrics.prm_metrics``
+and writes into ``out``:
+
+- ``scores.jsonl``: one row per solution: ``index`` (and ``id`` when the input has one), ``question``,
+  ``steps``, ``labels``, ``scores``, ``gold_first_error``, ``predicted_first_error`` (at the threshold);
+- ``reliability.png``: the reliability diagram of the step scores;
+- ``metrics.json`` last (its presence marks a finished run); each file is written atomically.
+
+**Inputs.** Any step-level format (``data.formats``), told apart by the first row's keys or named with
+``fmt``; a local ``.jsonl``/``.json``/``.parquet`` file, an ``hf://`` path, or an arith-prm folder
+(``DIR`` = its ``heldout`` split, ``DIR:SPLIT`` another; checksums checked). Which steps are scored:
+
+- ``step`` (and arith-prm): the steps of the row (the view already ends at the first error);
+- ``math-shepherd`` (list form or ``ки`` text): every step with its label (a correct step may follow a
+  wrong one: Math-Shepherd keeps them all);
+- ``processbench``: the steps up to and including ``label`` (the later ones carry no label); flat or
+  PRM800K ``ratings``: every step, -1 = wrong, 0 and +1 = correct (``ratings_to_labels``);
+- ``span`` (SHARP): every piece of ``model_answer``, 0 where a ``<HAL>`` span touches it
+  (``span_piece_labels``; the step view would cut after the first 0).
+
+A causal PRM's score at step k depends only on the steps up to k, so scoring a solution cut after its
+first error gives the same scores there as scoring it whole. Faults are ``BadInput`` naming the file and
+row: an unknown format, a bad row, a PRM that returns a wrong number of scores or one outside [0, 1].
+
+Written by hand: it is the glue between the format readers, the PRM scorer and the metric functions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from posttrainlab.errors import BadInput
+from posttrainlab.eval.step_metrics import DEFAULT_SWEEP, DEFAULT_THRESHOLD, first_error_from_labels, first_error_index
+
+FORMATS = ("step", "math-shepherd", "processbench", "span")
+ARITH_PRM_DEFAULT_SPLIT = "heldout"
+#: Solutions per ``score_batch`` call; the progress bar advances once per chunk.
+CHUNK = 256
+
+
+class StepScorer(Protocol):
+    """What ``posttrainlab.prm.PRM`` offers: per-step P(correct), one list per solution."""
+
+    def score(self, question: str, steps: Sequence[str]) -> list[float]: ...
+
+    def score_batch(self, items: Sequence[tuple[str, Sequence[str]]], batch_size: int = ...) -> list[list[float]]: ...
+
+
+@dataclass
+class EvalRow:
+    """One solution to score: its question, the steps to score and their gold labels (1 correct, 0 wrong)."""
+
+    question: str
+    steps: list[str]
+    labels: list[int]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def detect_format(row: dict[str, Any]) -> str | None:
+    """The step-level format a row is in, from its keys; ``None`` when none fits.
+
+    >>> detect_format({"question": "q", "steps": ["a"], "step_labels": [1]})
+    'step'
+    >>> detect_format({"prompt": "q", "completions": ["a"], "labels": [True]}), detect_format({"problem": "p"})
+    ('math-shepherd', 'processbench')
+    """
+    if not isinstance(row, dict):
+        return None
+    if "step_labels" in row:
+        return "step"
+    if "hallucination_annotation" in row:
+        return "span"
+    if "completions" in row or ("input" in row and isinstance(row.get("label"), str)):
+        return "math-shepherd"
+    if "problem" in row or "ratings" in row or isinstance(row.get("label"), dict):
+        return "processbench"
+    return None
+
+
+def to_eval_row(row: dict[str, Any], fmt: str) -> EvalRow:
+    """The steps to score and their labels, per format (module docstring); ``ValueError`` for a bad row.
+
+    >>> to_eval_row({"problem": "p", "steps": ["a", "b", "c"], "label": 1}, "processbench")
+    EvalRow(question='p', steps=['a', 'b'], labels=[1, 0], meta={})
+    >>> to_eval_row({"prompt": "q", "completions": ["a", "b"], "labels": [False, True]}, "math-shepherd").labels
+    [0, 1]
+    """
+    meta = {"id": row["id"]} if isinstance(row, dict) and isinstance(row.get("id"), str | int) else {}
+    if fmt == "step":
+        from posttrainlab.data.formats.step import check_step_row
+
+        reason = check_step_row(row)
+        if reason is not None:
+            raise ValueError(reason)
+        return EvalRow(row["question"], list(row["steps"]), list(row["step_labels"]), meta)
+    if fmt == "math-shepherd":
+        from posttrainlab.data.formats.math_shepherd import as_list_form
+
+        ms = as_list_form(row)
+        return EvalRow(ms["prompt"], ms["completions"], [1 if x else 0 for x in ms["labels"]], meta)
+    if fmt == "processbench":
+        from posttrainlab.data.formats.processbench import as_ratings, encoding, pb_to_step, ratings_to_labels
+
+        if encoding(row) == "processbench":
+            step = pb_to_step(row)
+            return EvalRow(step["question"], step["steps"], step["step_labels"], meta)
+        flat = as_ratings(row)
+        return EvalRow(flat["problem"], flat["steps"], ratings_to_labels(flat["ratings"]), meta)
+    if fmt == "span":
+        from posttrainlab.data.formats.sharp import check_span_fields, span_piece_labels
+
+        reason = check_span_fields(row)
+        if reason is not None:
+            raise ValueError(reason)
+        labels, _ = span_piece_labels(row)
+        return EvalRow(row["question"], list(row["model_answer"]), labels, meta)
+    raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+
+
+def _source(data: str) -> tuple[str, str | None]:
+    """The file (or ``hf://`` path) to read, and the arith-prm split when ``data`` names one."""
+    from posttrainlab.data.loading import parse_data_path, split_file
+    from posttrainlab.data.manifest import has_manifest
+
+    if str(data).startswith("hf://"):
+        return str(data), None
+    ref = parse_data_path(str(data))
+    folder = Path(ref.location)
+    if folder.is_dir():
+        if not has_manifest(folder):
+            raise BadInput(f"{folder}: a folder without manifest.json; pass a step-level file or an arith-prm folder")
+        split = ref.split or ARITH_PRM_DEFAULT_SPLIT
+        return str(split_file(str(folder), split, config="step")), split
+    if not folder.exists():
+        raise BadInput(f"{data}: no such file or folder")
+    return str(split_file(str(data))), None
+
+
+def read_eval_rows(data: str, fmt: str | None = None, limit: int | None = None) -> tuple[list[EvalRow], str, str]:
+    """``(rows, format, source)``: the first ``limit`` rows of ``data`` ready to score."""
+    from posttrainlab.data.formats.readers import iter_rows
+
+    if fmt is not None and fmt not in FORMATS:
+        raise BadInput(f"--format {fmt}: choose one of {', '.join(FORMATS)} (mc-value holds no step labels)")
+    source, _ = _source(data)
+    rows: list[EvalRow] = []
+    for index, raw in enumerate(iter_rows(source)):
+        if limit is not None and index >= limit:
+            break
+        if fmt is None:
+            fmt = detect_format(raw)
+            if fmt is None:
+                keys = ", ".join(sorted(raw)) if isinstance(raw, dict) else type(raw).__name__
+                raise BadInput(f"{source}: row 0 ({keys}) is in no step-level format; pass --format")
+        try:
+            rows.append(to_eval_row(raw, fmt))
+        except (ValueError, KeyError, TypeError) as e:
+            raise BadInput(f"{source}: row {index}: {e} (format {fmt})") from None
+    if not rows:
+        raise BadInput(f"{source}: no rows to evaluate")
+    return rows, fmt or "step", source
+
+
+def load_scorer(model: str | os.PathLike, *, dtype: str = "float32", device: str | None = None) -> StepScorer:
+    """``posttrainlab.prm.PRM.from_pretrained(model)``; a missing local folder is ``BadInput`` at once."""
+    from posttrainlab.models.loading import _check_folder, _is_local
+
+    if _is_local(str(model)):
+        _check_folder(str(model))
+    from posttrainlab.prm import PRM
+
+    return PRM.from_pretrained(str(model), dtype=dtype, device=device)
+
+
+def _progress(enabled: bool):
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        disable=not enabled,
+    )
+
+
+def score_items(
+    scorer: StepScorer,
+    items: Sequence[tuple[str, Sequence[str]]],
+    batch_size: int,
+    *,
+    progress: bool = True,
+    what: str = "scoring",
+) -> list[list[float]]:
+    """Step scores of every ``(question, steps)``, checked: one float in [0, 1] per step.
+
+    Items without steps are not sent to the scorer and get ``[]``.
+    """
+    if batch_size < 1:
+        raise BadInput(f"batch_size={batch_size}: must be at least 1")
+    scores: list[list[float]] = [[] for _ in items]
+    todo = [i for i, (_, steps) in enumerate(items) if steps]
+    with _progress(progress) as bar:
+        task = bar.add_task(what, total=len(todo))
+        for start in range(0, len(todo), CHUNK):
+            chunk = todo[start : start + CHUNK]
+            got = scorer.score_batch([(items[i][0], list(items[i][1])) for i in chunk], batch_size=batch_size)
+            if len(got) != len(chunk):
+                raise BadInput(f"the PRM returned {len(got)} score lists for {len(chunk)} solutions")
+            for i, s in zip(chunk, got, strict=True):
+                s = [float(x) for x in s]
+                if len(s) != len(items[i][1]):
+                    raise BadInput(f"solution {i}: the PRM returned {len(s)} scores for {len(items[i][1])} steps")
+                if any(not 0.0 <= x <= 1.0 for x in s):
+                    raise BadInput(f"solution {i}: the PRM returned a score outside [0, 1]: {s}")
+                scores[i] = s
+            bar.advance(task, len(chunk))
+    return scores
+
+
+def score_rows(
+    rows: Sequence[EvalRow], scorer: StepScorer, batch_size: int = 16, progress: bool = True
+) -> list[list[float]]:
+    """Step scores of every row (``score_items`` over ``(question, steps)``)."""
+    return score_items(scorer, [(r.question, r.steps) for r in rows], batch_size, progress=progress)
+
+
+def score_records(rows: Sequence[EvalRow], scores: Sequence[Sequence[float]], threshold: float) -> Iterable[dict]:
+    """The ``scores.jsonl`` rows."""
+    for i, (row, s) in enumerate(zip(rows, scores, strict=True)):
+        yield {
+            "index": i,
+            **row.meta,
+            "question": row.question,
+            "steps": row.steps,
+            "labels": row.labels,
+            "scores": list(s),
+            "gold_first_error": first_error_from_labels(row.labels),
+            "predicted_first_error": first_error_index(s, threshold),
+        }
+
+
+def run(
+    model: str | os.PathLike,
+    data: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    *,
+    threshold: float = DEFAULT_THRESHOLD,
+    batch_size: int = 16,
+    fmt: str | None = None,
+    limit: int | None = None,
+    sweep: Sequence[float] = DEFAULT_SWEEP,
+    dtype: str = "float32",
+    device: str | None = None,
+    progress: bool = True,
+    scorer: StepScorer | None = None,
+) -> dict[str, Any]:
+    """Score ``data`` with the PRM at ``model`` and write the outputs into ``out_dir``; return the metrics.
+
+    ``scorer`` (anything with ``score_batch``) replaces the PRM loaded from ``model``.
+    """
+    from posttrainlab.data.atomic import write_text
+    from posttrainlab.data.jsonl import write_jsonl
+    from posttrainlab.eval.prm_metrics import prm_metrics
+    from posttrainlab.eval.prm_plots import reliability_png
+
+    if not 0.0 <= threshold <= 1.0:
+        raise BadInput(f"threshold={threshold}: must be in [0, 1]")
+    if limit is not None and limit < 1:
+        raise BadInput(f"limit={limit}: must be at least 1")
+    if batch_size < 1:
+        raise BadInput(f"batch_size={batch_size}: must be at least 1")
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise BadInput(f"{out}: exists and is not a folder")
+    if scorer is None and _is_missing_local(model):
+        raise BadInput(f"{model}: no such model folder")
+    rows, fmt, source = read_eval_rows(str(data), fmt, limit)
+    if scorer is None:
+        scorer = load_scorer(model, dtype=dtype, device=device)
+    start = time.perf_counter()
+    scores = score_rows(rows, scorer, batch_size, progress)
+    seconds = time.perf_counter() - start
+    try:
+        metrics = prm_metrics([r.labels for r in rows], scores, threshold=threshold, sweep=sweep)
+    except ValueError as e:
+        raise BadInput(f"{source}: {e}") from None
+    result: dict[str, Any] = {"model": str(model), "data": str(data), "source": source, "format": fmt}
+    result.update(metrics)
+    result["scoring"] = {
+        "batch_size": batch_size,
+        "seconds": seconds,
+        "solutions_per_s": len(rows) / seconds if seconds > 0 else None,
+    }
+    write_jsonl(out / "scores.jsonl", score_records(rows, scores, threshold))
+    png = reliability_png(metrics["calibration"])
+    if png is not None:
+        from posttrainlab.data.atomic import atomic_path
+
+        with atomic_path(out / "reliability.png") as tmp:
+            tmp.write_bytes(png)
+    write_text(out / "metrics.json", json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    return result
+
+
+def _is_missing_local(model: str | os.PathLike) -> bool:
+    from posttrainlab.models.loading import _is_local
+
+    return _is_local(str(model)) and not Path(model).expanduser().is_dir()
+
+
+__all__ = ["EvalRow", "StepScorer", "detect_format", "read_eval_rows", "run", "score_items", "to_eval_row"]

@@ -1,0 +1,451 @@
+"""SHARP annotation: an LLM judge marks the wrong fragments of each solution with ``<HAL>…</HAL>``.
+
+The judge (seed 000, "Annotation") receives the problem and the solution (its steps joined by one
+blank line, :func:`solution_text`) and returns the solution verbatim with the minimal wrong
+fragments wrapped in ``<HAL>…</HAL>``, or the literal ``No hallucinations``. The card does not publish
+its prompt; :data:`PROMPT_TEMPLATE` is ours, versioned and hashed into every record.
+
+Every answer is verified, and repaired when it drifted from the source (``label.repair``); an answer
+that cannot be repaired is asked for again, up to ``max_attempts`` answers (temperature 0 first, 0.4
+after, as ``eval.judge_client.RetryPolicy``). Each record says how it ended (``status``):
+
+=============  ==========================================================================
+clean          the first answer said there is no error (the literal, or an untagged exact copy)
+tagged         the first answer reproduced the solution exactly and marked >= 1 fragment
+repaired       the first answer drifted from the solution and was aligned back to it
+regenerated    the first answer was rejected; a later one was accepted (``repaired`` says how)
+failed         no acceptable answer in ``max_attempts``: ``spans`` is null, never a clean row
+=============  ==========================================================================
+
+Why it is built this way (the same conventions as ``eval.judge``, whose pieces it reuses):
+
+- **Resumable**: one JSON line per finished row in ``OUT/annotations.jsonl``, appended and flushed by
+  the main thread only, each with its row ``index`` and a ``key`` (hash of question and steps).
+  A restart skips finished rows and refuses a record whose key or model does not match (other data
+  or another judge in the same folder); a last line cut by a kill is dropped and judged again.
+  Failed rows stay failed on restart unless ``retry_failed`` (they are then removed and re-judged,
+  so no row is ever written twice).
+- **Concurrent**: a thread pool of ``num_threads`` requests; results are written as they finish and
+  read back in row order, so 1 or 32 threads give the same files.
+- **Endpoint faults** (connection refused, timeout, 408/409/429/5xx) are retried with exponential
+  backoff by ``judge_client``'s request machinery; a fault that persists stops the run (exit 1) with
+  the finished rows kept. An outage never becomes a row.
+
+Written by hand: the protocol is SHARP's; the HTTP client and its retries are the judge harness's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from posttrainlab.data.atomic import atomic_path
+from posttrainlab.data.formats.hal import HalMarkupError
+from posttrainlab.data.formats.readers import iter_rows
+from posttrainlab.data.jsonl import append_jsonl, dumps
+from posttrainlab.errors import BadInput
+from posttrainlab.eval.judge import read_run_file
+from posttrainlab.eval.judge_client import (
+    REJECTED_TEXT_CHARS,
+    ChatClient,
+    EndpointError,
+    OpenAIChatClient,
+    RetryPolicy,
+    _request,
+)
+from posttrainlab.label.repair import MIN_RATIO, STEP_SEP, Verdict, annotation_pieces, verify
+
+PROMPT_VERSION = "posttrainlab-sharp-annotate-v1"
+#: The marker the program judge (``serve.program_judge``) looks for to recognise this prompt.
+PROMPT_MARKER = "wrap each minimal wrong fragment in <HAL> and </HAL>"
+PROMPT_TEMPLATE = (
+    "You are checking a step-by-step solution to a math problem for errors.\n"
+    "Copy the solution exactly as given, character for character, and "
+    + PROMPT_MARKER
+    + ": a wrong calculation result, a wrong fact, a wrong deduction or a wrong final answer. Mark as "
+    "little as possible. Do not change, add, remove or explain anything else.\n"
+    "If the solution has no error, answer exactly: No hallucinations\n"
+    "\n"
+    "Problem:\n"
+    "<<PROBLEM>>\n"
+    "\n"
+    "Solution:\n"
+    "<<SOLUTION>>"
+)
+PROMPT_SHA256 = hashlib.sha256(PROMPT_TEMPLATE.encode()).hexdigest()
+STATUSES = ("clean", "tagged", "repaired", "regenerated", "failed")
+RUN_FILE = "annotations.jsonl"
+DEFAULT_MODEL_URL = "http://127.0.0.1:8000/v1"
+
+
+def solution_text(steps: Sequence[str]) -> str:
+    """The text the judge annotates: the steps joined by one blank line (the SHARP generation format).
+
+    >>> solution_text(["12 * 4 = 48", "Answer: 48"])
+    '12 * 4 = 48\\n\\nAnswer: 48'
+    """
+    return STEP_SEP.join(steps)
+
+
+def build_messages(problem: str, steps: Sequence[str]) -> list[dict[str, str]]:
+    """The annotation request: one user message (some chat templates refuse a system role).
+
+    >>> build_messages("What is 2 + 3?", ["2 + 3 = 6", "Answer: 6"])[0]["content"].split("Problem:\\n")[1]
+    'What is 2 + 3?\\n\\nSolution:\\n2 + 3 = 6\\n\\nAnswer: 6'
+    """
+    text = PROMPT_TEMPLATE.replace("<<PROBLEM>>", problem).replace("<<SOLUTION>>", solution_text(steps))
+    return [{"role": "user", "content": text}]
+
+
+def row_key(question: str, steps: Sequence[str]) -> str:
+    """A short hash of a row's content, stored in its record to catch a run resumed on other data.
+
+    >>> row_key("q", ["a"])
+    'a226d02e5772ac0b'
+    """
+    canonical = json.dumps([question, list(steps)], ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def _as_steps(row: dict[str, Any], i: int, path: str) -> list[str]:
+    for name in ("steps", "model_answer"):
+        value = row.get(name)
+        if value is not None:
+            if not isinstance(value, list) or not all(isinstance(s, str) for s in value):
+                raise BadInput(f"{path}: row {i}: {name} must be a list of strings")
+            return list(value)
+    raise BadInput(f"{path}: row {i}: no 'steps' (posttrain generate) or 'model_answer' (span view) field")
+
+
+def load_solutions(data: str | Path, limit: int | None = None) -> tuple[list[dict[str, Any]], int]:
+    """``(rows, skipped)``: the rows to annotate and how many were skipped for having no step.
+
+    Rows come from ``posttrain generate`` (a folder holding ``generations.jsonl``, or the file) or any
+    file of span-view rows (``question, model_answer``; their annotations are ignored). Each keeps
+    ``question``, ``steps`` and, when present, ``id, source, source_split, sample_index``. A solution
+    with no text has nothing to annotate and no place in the span view: it is skipped and counted.
+    ``limit`` keeps the first N rows of the file.
+    """
+    path = Path(data)
+    if path.is_dir():
+        path = path / "generations.jsonl"
+        if not path.is_file():
+            raise BadInput(f"{data}: a folder without generations.jsonl (write one with posttrain generate)")
+    rows, skipped = [], 0
+    for i, row in enumerate(iter_rows(str(path))):
+        if limit is not None and i >= limit:
+            break
+        question = row.get("question")
+        if not isinstance(question, str) or not question.strip():
+            raise BadInput(f"{path}: row {i}: no 'question' string")
+        steps = _as_steps(row, i, str(path))
+        if not steps:
+            skipped += 1
+            continue
+        rows.append(
+            {
+                "id": str(row.get("id", f"row-{i}")),
+                "source": row.get("source", path.stem),
+                "source_split": row.get("source_split"),
+                "sample_index": row.get("sample_index", 0),
+                "question": question,
+                "steps": steps,
+            }
+        )
+    if not rows:
+        raise BadInput(f"{path}: no rows with a solution to annotate")
+    return rows, skipped
+
+
+@dataclass(frozen=True)
+class AnnotateConfig:
+    """One annotation run (flag names of ``posttrain annotate``)."""
+
+    data: str
+    out: Path
+    model_name: str
+    model_url: str = DEFAULT_MODEL_URL
+    api_key: str = "EMPTY"
+    num_threads: int = 8
+    max_attempts: int = 3
+    max_tokens: int = 4096  # the answer repeats the solution, so it needs the solution's length and more
+    timeout_s: float = 600.0
+    min_ratio: float = MIN_RATIO
+    limit: int | None = None
+    retry_failed: bool = False
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+    def check(self) -> None:
+        if self.num_threads < 1:
+            raise BadInput(f"--num-threads {self.num_threads}: must be at least 1")
+        if self.max_attempts < 1:
+            raise BadInput(f"--max-attempts {self.max_attempts}: must be at least 1")
+        if self.max_tokens < 1:
+            raise BadInput(f"--max-tokens {self.max_tokens}: must be at least 1")
+        if not 0 < self.min_ratio <= 1:
+            raise BadInput(f"--min-ratio {self.min_ratio}: must be in (0, 1]")
+        if self.limit is not None and self.limit < 1:
+            raise BadInput(f"--limit {self.limit}: must be at least 1")
+        if not self.model_name:
+            raise BadInput("--model-name is empty: give the name the server serves")
+
+
+def _status(attempt: int, verdict: Verdict) -> str:
+    if attempt > 0:
+        return "regenerated"
+    if verdict.how == "repaired":
+        return "repaired"
+    return "tagged" if verdict.spans else "clean"
+
+
+def annotate_row(
+    client: ChatClient,
+    row: dict[str, Any],
+    *,
+    max_attempts: int = 3,
+    max_tokens: int = 4096,
+    min_ratio: float = MIN_RATIO,
+    policy: RetryPolicy | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict[str, Any]:
+    """Ask until an answer verifies (or is repaired), at most ``max_attempts`` answers; the outcome fields.
+
+    Raises ``EndpointError`` when the endpoint keeps failing (module docstring).
+    """
+    policy = policy or RetryPolicy()
+    source = solution_text(row["steps"])
+    messages = build_messages(row["question"], row["steps"])
+    rejected: list[dict[str, Any]] = []
+    retries = 0
+    for attempt in range(max_attempts):
+        temperature = policy.first_temperature if attempt == 0 else policy.retry_temperature
+        completion, used = _request(client, messages, temperature, max_tokens, policy, sleep)
+        retries += used
+        text = completion.text
+        if completion.problem:
+            verdict = Verdict(None, "rejected", completion.problem)
+        else:
+            verdict = verify(text, source, min_ratio=min_ratio)
+        pieces = None
+        if verdict.ok:
+            try:  # cannot fail for spans verify trimmed, unless a step holds the separator itself
+                pieces = annotation_pieces(row["steps"], verdict.spans or [])
+            except HalMarkupError as e:
+                verdict = Verdict(None, "rejected", f"cannot cut the annotation into steps: {e}")
+        if not verdict.ok:
+            reason = verdict.reason or "rejected"
+            if completion.finish_reason == "length":
+                reason += " (cut at --max-tokens)"
+            rejected.append({"reason": reason, "text": None if text is None else text[:REJECTED_TEXT_CHARS]})
+            continue
+        spans = verdict.spans or []
+        return {
+            "status": _status(attempt, verdict),
+            "spans": [list(s) for s in spans],
+            "hallucination_annotation": pieces,
+            "n_spans": len(spans),
+            "verified": verdict.how,
+            "repair": {"reason": verdict.reason, "ratio": round(verdict.ratio, 4)}
+            if verdict.how == "repaired"
+            else None,
+            "attempts": attempt + 1,
+            "rejected": rejected,
+            "http_retries": retries,
+            "response": text,
+        }
+    return {
+        "status": "failed",
+        "spans": None,
+        "hallucination_annotation": None,
+        "n_spans": None,
+        "verified": "rejected",
+        "repair": None,
+        "attempts": max_attempts,
+        "rejected": rejected,
+        "http_retries": retries,
+        "response": None,
+    }
+
+
+def make_record(index: int, row: dict[str, Any], outcome: dict[str, Any], model_name: str) -> dict[str, Any]:
+    """One line of the run file (field order fixed)."""
+    return {
+        "index": index,
+        "key": row_key(row["question"], row["steps"]),
+        "model": model_name,
+        "prompt_version": PROMPT_VERSION,
+        "id": row["id"],
+        "source": row["source"],
+        "source_split": row["source_split"],
+        "sample_index": row["sample_index"],
+        "question": row["question"],
+        "steps": row["steps"],
+        **outcome,
+    }
+
+
+def finished_records(
+    path: Path, rows: list[dict[str, Any]], model_name: str, *, retry_failed: bool = False
+) -> tuple[dict[int, dict[str, Any]], list[str]]:
+    """Finished records by row index, checked against ``rows``; failed ones removed when retrying them."""
+    records, notes = read_run_file(path)
+    done: dict[int, dict[str, Any]] = {}
+    duplicates = 0
+    for n, rec in enumerate(records, start=1):
+        index = rec.get("index")
+        fault = None if isinstance(index, int) and 0 <= index else "no row index"
+        if fault is None and rec.get("status") not in STATUSES:
+            fault = f"unknown status {rec.get('status')!r}"
+        if fault is None and index >= len(rows):
+            fault = f"row index {index} but the data has {len(rows)} rows"
+        if fault is None and rec.get("key") != row_key(rows[index]["question"], rows[index]["steps"]):
+            fault = f"row {index} does not match the data (other data in the same --out?)"
+        if fault is None and rec.get("model") != model_name:
+            fault = f"made by model {rec.get('model')!r}, not {model_name!r}"
+        if fault is not None:
+            raise BadInput(f"{path}: record {n}: {fault}; use another --out")
+        if index in done:
+            duplicates += 1
+            continue
+        done[index] = rec
+    if duplicates:
+        notes.append(f"{path}: {duplicates} duplicate records ignored (the first of each index is kept)")
+    failed = [i for i, r in done.items() if r["status"] == "failed"]
+    if retry_failed and failed:
+        kept = [r for _, r in sorted(done.items()) if r["status"] != "failed"]
+        with atomic_path(path) as tmp:
+            tmp.write_text("".join(dumps(r) + "\n" for r in kept), encoding="utf-8")
+        for i in failed:
+            del done[i]
+        notes.append(f"{path}: {len(failed)} failed rows will be annotated again")
+    return done, notes
+
+
+@dataclass
+class AnnotateRun:
+    """What a run did: its run file, the records in row order, and how many rows it annotated now."""
+
+    run_file: Path
+    records: list[dict[str, Any]]
+    annotated: int
+    resumed: int
+    elapsed_s: float
+    notes: list[str]
+
+    @property
+    def status_counts(self) -> dict[str, int]:
+        return {s: sum(1 for r in self.records if r["status"] == s) for s in STATUSES}
+
+
+def run_annotate(
+    cfg: AnnotateConfig,
+    client: ChatClient | None = None,
+    *,
+    progress: Callable[[int, int], None] | None = None,
+    on_record: Callable[[dict[str, Any]], None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> AnnotateRun:
+    """Annotate every unfinished row into ``cfg.out/annotations.jsonl`` (module docstring).
+
+    ``client``: any ``judge_client.ChatClient`` (default: the ``openai`` client on ``cfg.model_url``).
+    ``progress(done, total)`` after each record; ``on_record(record)`` after each line is written (an
+    exception there stops the run as a kill would).
+    """
+    cfg.check()
+    rows, skipped = load_solutions(cfg.data, cfg.limit)
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    run_file = out / RUN_FILE
+    done, notes = finished_records(run_file, rows, cfg.model_name, retry_failed=cfg.retry_failed)
+    if skipped:
+        notes.append(f"{skipped} solution(s) without any step skipped (nothing to annotate)")
+    pending = [i for i in range(len(rows)) if i not in done]
+    resumed = len(rows) - len(pending)
+    if client is None and pending:
+        client = OpenAIChatClient(cfg.model_url, cfg.model_name, api_key=cfg.api_key, timeout_s=cfg.timeout_s)
+    policy = RetryPolicy(
+        answer_retries=cfg.max_attempts - 1,
+        first_temperature=cfg.retry.first_temperature,
+        retry_temperature=cfg.retry.retry_temperature,
+        http_retries=cfg.retry.http_retries,
+        backoff_s=cfg.retry.backoff_s,
+        backoff_max_s=cfg.retry.backoff_max_s,
+    )
+
+    def one(i: int) -> dict[str, Any]:
+        assert client is not None
+        outcome = annotate_row(
+            client,
+            rows[i],
+            max_attempts=cfg.max_attempts,
+            max_tokens=cfg.max_tokens,
+            min_ratio=cfg.min_ratio,
+            policy=policy,
+            sleep=sleep,
+        )
+        return make_record(i, rows[i], outcome, cfg.model_name)
+
+    written: set[int] = set()
+
+    def write(record: dict[str, Any]) -> None:
+        append_jsonl(run_file, record)
+        written.add(record["index"])
+        done[record["index"]] = record
+        if progress is not None:
+            progress(resumed + len(written), len(rows))
+        if on_record is not None:
+            on_record(record)
+
+    start = time.perf_counter()
+    pool = ThreadPoolExecutor(max_workers=cfg.num_threads, thread_name_prefix="annotate")
+    futures: dict[Future[dict[str, Any]], int] = {}
+    interrupted = False
+    try:
+        futures = {pool.submit(one, i): i for i in pending}
+        for fut in as_completed(futures):
+            i = futures[fut]
+            try:
+                record = fut.result()
+            except EndpointError as e:
+                raise EndpointError(
+                    f"row {i}: {e}; run stopped. Finished rows are kept in {run_file}: run the same command again "
+                    "to resume once the endpoint answers",
+                    e.transient,
+                ) from None
+            write(record)
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
+    finally:
+        pool.shutdown(wait=not interrupted, cancel_futures=True)
+        if not interrupted:  # keep the work of requests that finished while the run was stopping
+            for fut, i in futures.items():
+                if i in written or not fut.done() or fut.cancelled() or fut.exception() is not None:
+                    continue
+                append_jsonl(run_file, fut.result())
+                written.add(i)
+    elapsed = time.perf_counter() - start
+    records = [done[i] for i in range(len(rows))]
+    return AnnotateRun(run_file, records, len(written), resumed, elapsed, notes)
+
+
+__all__ = [
+    "PROMPT_MARKER",
+    "PROMPT_SHA256",
+    "PROMPT_TEMPLATE",
+    "PROMPT_VERSION",
+    "STATUSES",
+    "AnnotateConfig",
+    "AnnotateRun",
+    "annotate_row",
+    "build_messages",
+    "load_solutions",
+    "run_annotate",
+    "solution_text",
+]

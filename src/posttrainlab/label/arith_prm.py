@@ -1,0 +1,151 @@
+"""Build arith-prm: sample solutions from a policy, label every step exactly, write both views.
+
+``build(policy, data, out)`` reads arith-v1 (checksums checked), samples ``k`` solutions per prompt of
+the train and held-out prompt splits from the policy (any ``SamplingBackend``; a transformers model
+folder by default) at ``temperature`` 1.0 so that the policy makes mistakes, adds the preference pairs
+and held-out corruptions, and writes the dataset with ``posttrainlab.data.arith.prm_data`` (which
+holds the labelling rules, the splits and the layout; see its docstring and docs/prm-eval.md).
+
+Determinism: each arith-v1 prompt split is sampled in one ``generate`` call with the same ``seed``, and
+a backend gives the same completions for the same call (``posttrainlab.generation``), so a fixed
+policy, seed, ``k``, ``limit`` and batch size give byte-identical files. The rest is pure.
+
+Written by hand: it is the glue between a sampling backend and the arith-v1 labelling rules.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from posttrainlab.data.arith.prm_data import (
+    HELDOUT_PROMPTS,
+    TRAIN_PROMPTS,
+    SplitBuilder,
+    check_target,
+    problem_keys,
+    write_dataset,
+)
+from posttrainlab.errors import BadInput
+
+
+def _load(data: str, split: str, limit: int | None) -> list[dict[str, Any]]:
+    from posttrainlab.data.loading import load_split
+
+    records = load_split(str(data), split, limit=limit)
+    for i, r in enumerate(records):
+        missing = [key for key in ("id", "category", "prompt", "answer") if key not in r]
+        if missing:
+            raise BadInput(f"{data}:{split} record {i}: no {', '.join(missing)} field")
+    if not records:
+        raise BadInput(f"{data}:{split}: no records")
+    return records
+
+
+def _sample(backend, records: list[dict], k: int, sampling: dict[str, Any]) -> list[list[str]]:
+    from posttrainlab.eval.policy import as_messages
+
+    completions = backend.generate([as_messages(r["prompt"]) for r in records], n=k, **sampling)
+    if len(completions) != len(records) or any(len(c) != k for c in completions):
+        raise BadInput(f"the sampling backend returned {len(completions)} lists for {len(records)} prompts")
+    return completions
+
+
+def build(
+    policy: str | os.PathLike,
+    data: str | os.PathLike,
+    out: str | os.PathLike,
+    *,
+    k: int = 4,
+    seed: int = 0,
+    limit: int | None = None,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    max_new_tokens: int = 64,
+    batch_size: int = 32,
+    train_prompts: Sequence[str] = TRAIN_PROMPTS,
+    heldout_prompts: Sequence[str] = HELDOUT_PROMPTS,
+    backend=None,
+    progress: bool = True,
+    trust_remote_code: bool = False,
+    dtype: str = "float32",
+) -> dict[str, Any]:
+    """Sample, label and write arith-prm into ``out``; return its manifest (``stats`` per split).
+
+    ``limit`` keeps the first N records of every arith-v1 split read (prompt splits and preference
+    pairs). ``backend`` replaces the model loaded from ``policy``.
+    """
+    if k < 1:
+        raise BadInput(f"k={k}: need at least one sample per problem")
+    if limit is not None and limit < 1:
+        raise BadInput(f"limit={limit}: must be at least 1")
+    if temperature <= 0:
+        raise BadInput(f"temperature={temperature}: arith-prm samples need temperature > 0 (to get mistakes)")
+    if "test" in (*train_prompts, *heldout_prompts):
+        raise BadInput("arith-prm never samples arith-v1 test prompts (best-of-N is reported on them)")
+    if set(train_prompts) & set(heldout_prompts):
+        raise BadInput(f"train and held-out prompt splits overlap: {sorted(set(train_prompts) & set(heldout_prompts))}")
+    from posttrainlab.generation.transformers_backend import check_sampling
+
+    check_sampling(k, temperature, top_p, max_new_tokens)
+    check_target(out)
+    if backend is None:  # a missing local policy folder fails before any data is read
+        from posttrainlab.models.loading import _check_folder, _is_local
+
+        if _is_local(str(policy)):
+            _check_folder(str(policy))
+    data = str(data)
+    prompt_sets = {name: _load(data, name, limit) for name in (*train_prompts, *heldout_prompts)}
+    pref_train = _load(data, "preference_train", limit)
+    pref_test = _load(data, "preference_test", limit)
+
+    if backend is None:
+        from posttrainlab.generation.transformers_backend import TransformersBackend
+
+        backend = TransformersBackend.from_pretrained(
+            policy, batch_size=batch_size, progress=progress, trust_remote_code=trust_remote_code, dtype=dtype
+        )
+    sampling = {"temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens, "seed": seed}
+    start = time.perf_counter()
+    sampled = {name: _sample(backend, records, k, sampling) for name, records in prompt_sets.items()}
+    seconds = time.perf_counter() - start
+
+    train, heldout, ptest = SplitBuilder("train"), SplitBuilder("heldout"), SplitBuilder("preference_test")
+    for name in train_prompts:
+        train.add_policy(prompt_sets[name], sampled[name])
+    train.add_pairs(pref_train)
+    for name in heldout_prompts:
+        heldout.add_policy(prompt_sets[name], sampled[name])
+    for name in heldout_prompts:
+        heldout.add_corruptions(prompt_sets[name], seed)
+    ptest.add_pairs(pref_test)
+    shared = problem_keys(train.rows) & problem_keys(heldout.rows)
+    if shared:  # arith-v1's own contamination checks make this impossible; checked all the same
+        raise BadInput(f"{data}: train and held-out share {len(shared)} problem(s), e.g. {sorted(shared)[0]}")
+
+    n_samples = sum(len(records) * k for records in prompt_sets.values())
+    meta = {
+        "policy": str(policy),
+        "data": data,
+        "splits": {
+            "train": {"prompts": list(train_prompts), "pairs": "preference_train"},
+            "heldout": {"prompts": list(heldout_prompts), "pairs": "reference + corrupt() of the same prompts"},
+            "preference_test": {"prompts": [], "pairs": "preference_test (arith-v1 test problems: evaluation only)"},
+        },
+        "sampling": {
+            "backend": getattr(backend, "name", type(backend).__name__),
+            "k": k,
+            "limit": limit,
+            "batch_size": batch_size,
+            **sampling,
+            "samples": n_samples,
+            "seconds": seconds,
+            "samples_per_s": n_samples / seconds if seconds > 0 else None,
+        },
+    }
+    return write_dataset(out, {"train": train, "heldout": heldout, "preference_test": ptest}, meta)
+
+
+__all__ = ["build"]

@@ -1,0 +1,11 @@
+"""An OpenAI-compatible server for any ``SamplingBackend`` (``posttrain serve``).
+
+``app.create_app(backend, model_name, api_key=None, ...)`` puts ``/v1/models``, ``/v1/chat/completions``
+and ``/v1/completions`` in front of any object with the ``generate`` method of
+``posttrainlab.generation.SamplingBackend``: a local Hugging Face model (``TransformersBackend``), a
+program judge (``serve.program_judge``), or a test double. ``batcher.Batcher`` makes concurrent requests
+share one ``generate`` call. See ``docs/judge.md`` ("Serving").
+
+This package's ``__init__`` imports nothing: FastAPI and uvicorn are loaded only by ``serve.app``, so a
+module beside it (the program judge) can be imported without them.
+"""

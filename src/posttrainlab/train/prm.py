@@ -1,0 +1,187 @@
+"""Train a process reward model on ``transformers.Trainer`` (``posttrain train prm``).
+
+    posttrain train prm --config configs/prm/step.yaml
+    posttrain train prm --config configs/prm/span.yaml model=Qwen/Qwen2.5-Math-1.5B-Instruct lora.enabled=true
+    posttrain train prm --config configs/prm/soft.yaml head=token-cls optim.max_steps=200
+    accelerate launch --cpu --num_processes 2 -m posttrainlab train prm --config configs/prm/step.yaml
+
+Hand-written because TRL removed its PRMTrainer. What ``transformers.Trainer`` brings unchanged:
+checkpoints, resume (``common.last_checkpoint``), accelerate, logging. What is ours: the data
+(``prm_data``: one sequence per solution, a label on each separator), the two heads
+(``models.prm``: token classification or a verdict token) and the losses (``prm_losses``: hard,
+class-weighted or soft-target cross-entropy), wired in through ``compute_loss``.
+
+The run folder holds the model and tokenizer in Hugging Face format plus ``prm_config.json`` (head,
+separator, format), so ``posttrainlab.prm.PRM.from_pretrained(output_dir)`` scores with it; every
+checkpoint gets the same file. A LoRA run is merged into the base weights before the final save.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from posttrainlab.errors import BadInput
+from posttrainlab.train.common import (
+    last_checkpoint,
+    log_callback,
+    peft_config,
+    resolve_model,
+    run_trainer,
+    training_arguments,
+)
+from posttrainlab.train.prm_data import make_examples, read_items
+from posttrainlab.train.prm_losses import IGNORE, prm_loss
+from posttrainlab.train.prm_recipe import PRMRecipe
+
+log = logging.getLogger(__name__)
+
+
+def collate(pad_id: int):
+    """Right-pad ``input_ids`` (with ``pad_id``) and ``labels`` (with ``IGNORE``); add the attention mask."""
+    import torch
+
+    def collate_fn(batch: list[dict]) -> dict:
+        width = max(len(ex["input_ids"]) for ex in batch)
+        ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+        labels = torch.full((len(batch), width), IGNORE, dtype=torch.float32)
+        mask = torch.zeros((len(batch), width), dtype=torch.long)
+        for r, ex in enumerate(batch):
+            n = len(ex["input_ids"])
+            ids[r, :n] = torch.tensor(ex["input_ids"])
+            labels[r, :n] = torch.tensor(ex["labels"], dtype=torch.float32)
+            mask[r, :n] = 1
+        return {"input_ids": ids, "attention_mask": mask, "labels": labels}
+
+    return collate_fn
+
+
+def batch_loss(model, head, batch: dict, *, soft: bool, class_weights=None):
+    """The PRM loss of one collated batch (``compute_loss`` and the grouping test/bench share it)."""
+    logits = head.logits(model, batch["input_ids"], batch["attention_mask"])
+    return prm_loss(logits, batch["labels"].to(logits.device), soft=soft, class_weights=class_weights)
+
+
+def _trainer_class():
+    from transformers import Trainer, TrainerCallback
+
+    class PRMTrainer(Trainer):
+        """``Trainer`` with the PRM loss; the loss is a mean per batch, so Trainer scales it for accumulation."""
+
+        loss_is_scaled_for_ga = False
+
+        def __init__(self, *args, prm_head, soft: bool, class_weights, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.prm_head, self.soft, self.class_weights = prm_head, soft, class_weights
+
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            loss = batch_loss(model, self.prm_head, inputs, soft=self.soft, class_weights=self.class_weights)
+            return (loss, None) if return_outputs else loss
+
+    class SpecWriter(TrainerCallback):
+        """Put ``prm_config.json`` in every checkpoint, so a checkpoint scores like the final model."""
+
+        def __init__(self, spec):
+            self.spec = spec
+
+        def on_save(self, args, state, control, **kwargs):
+            from posttrainlab.models.prm import write_spec
+
+            folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+            if state.is_world_process_zero and folder.is_dir():
+                write_spec(self.spec, folder)
+
+    return PRMTrainer, SpecWriter
+
+
+def build_trainer(recipe: PRMRecipe):
+    """``(trainer, n_examples, spec)``: data read and checked first, then the model, then the Trainer."""
+    import torch
+    from transformers import TrainingArguments, set_seed
+
+    from posttrainlab.models.prm import DEFAULT_SYSTEM, is_causal, load_for_training, make_head
+
+    recipe.check()
+    soft = recipe.supervision == "soft"
+    items = read_items(recipe.dataset, soft=soft)  # a bad data file fails before any model is loaded
+    set_seed(recipe.optim.seed)  # a fresh token-cls head is initialised from this seed
+    model, tokenizer, spec = load_for_training(
+        resolve_model(recipe.model),
+        head=recipe.head,
+        separator=recipe.separator,
+        chat=recipe.chat_template,
+        system_prompt=DEFAULT_SYSTEM if recipe.system_prompt is None else recipe.system_prompt,
+        yes_token=recipe.yes_token,
+        no_token=recipe.no_token,
+        trust_remote_code=recipe.trust_remote_code,
+    )
+    grouped = recipe.dataset.format == "mc-value" and recipe.dataset.mc_rows == "grouped"
+    if grouped and not is_causal(model.config):
+        raise BadInput(
+            f"{recipe.model}: grouped MC-value training needs a causal model (a bidirectional encoder lets a "
+            "step's target see later steps); set dataset.mc_rows=prefix"
+        )
+    examples, dropped = make_examples(
+        tokenizer,
+        spec,
+        items,
+        span_tokens=recipe.supervision == "span",
+        last_only=recipe.train_on_last_step_only,
+        max_length=recipe.max_length,
+        where=recipe.dataset.path,
+    )
+    if dropped:
+        log.warning("%s: %d solution(s) dropped: no label left within max_length %d", recipe.dataset.path, dropped,
+                    recipe.max_length)  # fmt: skip
+    lora = peft_config(recipe.lora)
+    if lora is not None:
+        from peft import get_peft_model
+
+        if spec.head == "token-cls":
+            # peft then trains the classification head in full (modules_to_save), so LoRA must not wrap it too
+            lora.task_type = "TOKEN_CLS"
+            lora.exclude_modules = ["score", "score.0", "score.2", "classifier"]
+        model = get_peft_model(model, lora)
+    args = TrainingArguments(
+        **training_arguments(recipe.optim, recipe.output_dir), remove_unused_columns=False, label_names=["labels"]
+    )
+    trainer_cls, spec_writer = _trainer_class()
+    trainer = trainer_cls(
+        model=model,
+        args=args,
+        train_dataset=examples,
+        data_collator=collate(tokenizer.pad_token_id),
+        processing_class=tokenizer,
+        callbacks=[log_callback(recipe.output_dir), spec_writer(spec)],
+        prm_head=make_head(spec, tokenizer),
+        soft=soft,
+        class_weights=torch.tensor(recipe.class_weights, dtype=torch.float32),
+    )
+    return trainer, len(examples), spec
+
+
+def train_prm(recipe: PRMRecipe) -> Path:
+    """Train, save the model with its ``prm_config.json`` and ``recipe.yaml``; resume when a checkpoint exists."""
+    from posttrainlab.config import save_config
+    from posttrainlab.models.prm import write_spec
+
+    trainer, n, spec = build_trainer(recipe)
+    out = Path(recipe.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    save_config(recipe, out / "recipe.yaml")
+    if last_checkpoint(out) is not None:
+        log.info("resuming from %s", last_checkpoint(out))
+    run_trainer(trainer, recipe, "prm", n)
+    if recipe.lora.enabled and trainer.is_world_process_zero():
+        _save_merged(trainer, out)
+    if trainer.is_world_process_zero():
+        write_spec(spec, out)
+    return out
+
+
+def _save_merged(trainer, out: Path) -> None:
+    """Replace the saved LoRA adapter with the merged model (a PRM folder loads without peft)."""
+    merged = trainer.model.merge_and_unload()
+    for name in ("adapter_config.json", "adapter_model.safetensors"):
+        (out / name).unlink(missing_ok=True)
+    merged.save_pretrained(str(out), safe_serialization=True)

@@ -1,0 +1,258 @@
+"""PRM training data: rows of any step-level format -> labelled token sequences.
+
+Hand-written because each format says "which step is right" differently and the labels must land on
+exactly the tokens the scorer reads (``posttrainlab.models.prm.encode_solution``). Two stages:
+
+1. ``read_items``: rows -> ``Solution(question, steps, targets[, HAL spans])`` (or ``JudgePrompt``),
+   one row checked at a time with the format's own validator (``FILE: row i: reason``, exit 2):
+
+   | format | steps | target per step |
+   |---|---|---|
+   | step | ``steps`` | ``step_labels`` (1 correct, 0 wrong) |
+   | span | ``model_answer`` cut after the first touched piece (SHARP's conversion) | SHARP step labels |
+   | math-shepherd | every step (Math-Shepherd keeps steps after an error) | ``labels`` |
+   | processbench | up to and including ``label`` (ratings: cut at the first -1) | 1 ... 1, 0 |
+   | mc-value | the trace's ``steps`` (see below) | V of the prefix ending at that step |
+
+   With ``supervision: step`` an MC value becomes the hard label ``V >= 0.5`` (the card's ``correct``);
+   with ``soft`` a hard label is the value 0.0 or 1.0.
+
+   **MC-value rows** (Polaris MC) are one row per prefix. The card's judge prompt (``messages``) mixes
+   question and prefix in one string, so grouped and prefix training need each row to carry
+   ``question`` (str) and ``steps`` (list of str: the trace's steps, or at least its prefix's). The
+   card leaves ``step_idx`` open, and both readings occur: ``count`` (the number of steps in the
+   prefix, 0 = the empty prefix, up to ``num_steps``; tests/assets/formats/mc_value.jsonl) and
+   ``last`` (the 0-based index of the prefix's last step, up to ``num_steps - 1``; ``posttrain label
+   mc``). ``dataset.mc_step_idx`` says which (``auto``: see ``mc_step_idx_counts``). A prefix's V goes
+   on the separator of its last step; the empty prefix has no separator and is skipped.
+   ``mc_rows: grouped`` folds the rows of a trace (``id``, ``sample_index``) into one sequence;
+   ``prefix`` makes one sequence per row in the same format; ``messages`` trains on the card's rows as
+   they are (one ``JudgePrompt`` each, needing neither ``question`` nor ``steps``).
+
+2. ``make_example``: an item -> ``{"input_ids", "labels"}`` with ``IGNORE`` everywhere except:
+   each step's separator token (its target); with span supervision also every token of the steps'
+   own text, labelled 0 when its characters overlap a ``<HAL>`` span and 1 otherwise (question,
+   template and separator tokens get no token label; a piece touched only by a tag at its edge has a
+   0 at its separator but no 0 token). ``train_on_last_step_only`` keeps only the last labelled step
+   (and, for spans, that step's tokens). A sequence longer than ``max_length`` is cut at the end;
+   a judge prompt is cut at the start so its verdict position survives.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+from posttrainlab.data.formats.hal import HalMarkupError, piece_bounds
+from posttrainlab.errors import BadInput
+from posttrainlab.train.prm_losses import IGNORE
+from posttrainlab.train.prm_recipe import PRMDataConfig
+
+
+@dataclass
+class Solution:
+    question: str
+    steps: list[str]
+    targets: list[float]  # one per step; IGNORE where a step has no target
+    spans: list[list[tuple[int, int]]] | None = None  # <HAL> spans per step, offsets into that step's text
+
+
+@dataclass
+class JudgePrompt:
+    messages: list[dict[str, str]]
+    target: float
+
+
+def _rows(cfg: PRMDataConfig):
+    from posttrainlab.data.formats.readers import iter_rows
+
+    rows = iter_rows(cfg.path)
+    return enumerate(rows if cfg.limit is None else itertools.islice(rows, cfg.limit))
+
+
+def _hard(values: list[Any]) -> list[float]:
+    return [1.0 if v else 0.0 for v in values]
+
+
+def _step_item(row: dict) -> Solution:
+    from posttrainlab.data.formats.step import check_step_row
+
+    _raise(check_step_row(row))
+    return Solution(row["question"], list(row["steps"]), _hard(row["step_labels"]))
+
+
+def _span_item(row: dict) -> Solution:
+    from posttrainlab.data.formats.sharp import STEP_SEP, check_span_row, span_piece_labels
+    from posttrainlab.data.formats.step import cut_at_first_error
+
+    _raise(check_span_row(row))
+    labels, spans = span_piece_labels(row)
+    steps, labels = cut_at_first_error(row["model_answer"], labels)
+    per_step: list[list[tuple[int, int]]] = []
+    for a, b in piece_bounds(steps, STEP_SEP):
+        per_step.append([(max(s, a) - a, min(e, b) - a) for s, e in spans if s < b and e > a])
+    return Solution(row["question"], steps, _hard(labels), per_step)
+
+
+def _ms_item(row: dict) -> Solution:
+    from posttrainlab.data.formats.math_shepherd import as_list_form, check_ms_row
+
+    _raise(check_ms_row(row))
+    ms = as_list_form(row)
+    return Solution(ms["prompt"], ms["completions"], _hard(ms["labels"]))
+
+
+def _pb_item(row: dict) -> Solution:
+    from posttrainlab.data.formats.processbench import check_processbench_row, pb_to_step
+
+    _raise(check_processbench_row(row))
+    step = pb_to_step(row)
+    return Solution(step["question"], step["steps"], _hard(step["step_labels"]))
+
+
+READERS = {"step": _step_item, "span": _span_item, "math-shepherd": _ms_item, "processbench": _pb_item}
+
+
+class _RowFault(Exception):
+    pass
+
+
+def _raise(reason: str | None) -> None:
+    if reason is not None:
+        raise _RowFault(reason)
+
+
+def read_items(cfg: PRMDataConfig, *, soft: bool) -> list[Solution | JudgePrompt]:
+    """The training items of ``cfg`` (module docstring); ``BadInput`` naming file and row at the first fault."""
+    if cfg.format == "mc-value":
+        items = _mc_items(cfg, soft=soft)
+    else:
+        items = []
+        for index, row in _rows(cfg):
+            try:
+                items.append(READERS[cfg.format](row))
+            except (_RowFault, HalMarkupError, ValueError) as e:
+                raise BadInput(f"{cfg.path}: row {index}: {e}") from None
+    if not items:
+        raise BadInput(f"{cfg.path}: no training rows")
+    return items
+
+
+def _mc_items(cfg: PRMDataConfig, *, soft: bool) -> list[Solution | JudgePrompt]:
+    from posttrainlab.data.formats.mc_value import check_mc_row
+
+    def value(row: dict) -> float:
+        return float(row["reward"]) if soft else float(row["reward"] >= 0.5)
+
+    traces: dict[tuple[str, int], list[tuple[int, dict]]] = {}
+    items: list[Solution | JudgePrompt] = []
+    for index, row in _rows(cfg):
+        reason = check_mc_row(row)
+        if reason is None and cfg.mc_rows != "messages":
+            reason = _check_mc_text(row)
+        if reason is not None:
+            raise BadInput(f"{cfg.path}: row {index}: {reason}")
+        if cfg.mc_rows == "messages":
+            items.append(JudgePrompt(row["messages"], value(row)))
+        else:
+            traces.setdefault((row["id"], row["sample_index"]), []).append((index, row))
+    count = mc_step_idx_counts(cfg.mc_step_idx, (r for rows in traces.values() for _, r in rows))
+    for key, rows in traces.items():
+        steps = max((r["steps"] for _, r in rows), key=len)
+        question = rows[0][1]["question"]
+        for index, row in rows:
+            n = row["step_idx"] + (0 if count else 1)  # steps in the row's prefix
+            if row["question"] != question:
+                raise BadInput(f"{cfg.path}: row {index}: question differs from row {rows[0][0]} of trace {key}")
+            if row["steps"] != steps[: len(row["steps"])]:
+                raise BadInput(f"{cfg.path}: row {index}: steps differ from another row of trace {key}")
+            if n > len(row["steps"]):
+                carried = len(row["steps"])
+                raise BadInput(f"{cfg.path}: row {index}: a prefix of {n} steps but the row carries {carried}")
+        # (number of steps in the prefix, V); the empty prefix has no separator to carry its value
+        targeted = sorted((r["step_idx"] + (0 if count else 1), value(r)) for _, r in rows)
+        targeted = [(n, v) for n, v in targeted if n > 0]
+        if not targeted:
+            continue
+        if cfg.mc_rows == "grouped":
+            n = targeted[-1][0]
+            targets = [IGNORE] * n
+            for j, v in targeted:
+                targets[j - 1] = v
+            items.append(Solution(question, steps[:n], targets))
+        else:
+            items.extend(Solution(question, steps[:j], [IGNORE] * (j - 1) + [v]) for j, v in targeted)
+    return items
+
+
+def mc_step_idx_counts(setting: str, rows) -> bool:
+    """Whether ``step_idx`` counts the prefix's steps (``count``) rather than indexing its last step (``last``).
+
+    ``auto``: ``count`` when some row has ``step_idx == num_steps`` (only a count reaches it), else ``last``.
+
+    >>> mc_step_idx_counts("auto", [{"step_idx": 2, "num_steps": 2}]), mc_step_idx_counts("auto", [])
+    (True, False)
+    """
+    if setting != "auto":
+        return setting == "count"
+    return any(r["step_idx"] == r["num_steps"] for r in rows)
+
+
+def _check_mc_text(row: dict) -> str | None:
+    need = "grouped/prefix MC-value training needs {} on each row (or set dataset.mc_rows=messages)"
+    if not isinstance(row.get("question"), str):
+        return need.format("a string `question`")
+    steps = row.get("steps")
+    if not isinstance(steps, list) or not all(isinstance(s, str) for s in steps):
+        return need.format("`steps`, a list of strings")
+    return None
+
+
+def make_example(
+    tokenizer, spec, item: Solution | JudgePrompt, *, span_tokens: bool, last_only: bool, max_length: int
+) -> dict[str, list] | None:
+    """``{"input_ids", "labels"}`` for one item (module docstring), or ``None`` when no label survives the cut."""
+    from posttrainlab.models.prm import chat_messages, encode_solution
+
+    if isinstance(item, JudgePrompt):
+        ids = chat_messages(tokenizer, spec, item.messages)[-max_length:]
+        return {"input_ids": ids, "labels": [IGNORE] * (len(ids) - 1) + [item.target]}
+    enc = encode_solution(tokenizer, spec, item.question, item.steps, offsets=span_tokens)
+    labels = [IGNORE] * len(enc.input_ids)
+    labelled = [k for k, t in enumerate(item.targets) if t != IGNORE]
+    keep = set(labelled[-1:]) if last_only else set(labelled)
+    for k in keep:
+        labels[enc.separators[k]] = item.targets[k]
+    if span_tokens and item.spans is not None:
+        starts = [a for a, _ in enc.step_spans]
+        for t, (s, e) in enumerate(enc.offsets):
+            k = bisect.bisect_right(starts, s) - 1
+            if e <= s or k < 0 or k not in keep or e > enc.step_spans[k][1]:
+                continue
+            a = enc.step_spans[k][0]
+            labels[t] = 0.0 if any(s < a + he and e > a + hs for hs, he in item.spans[k]) else 1.0
+    ids, labels = enc.input_ids[:max_length], labels[:max_length]
+    if all(x == IGNORE for x in labels):
+        return None
+    return {"input_ids": ids, "labels": labels}
+
+
+def make_examples(tokenizer, spec, items, *, span_tokens: bool, last_only: bool, max_length: int, where: str):
+    """Examples for every item, and how many items lost every label to ``max_length`` (dropped)."""
+    examples, dropped = [], 0
+    for i, item in enumerate(items):
+        try:
+            ex = make_example(
+                tokenizer, spec, item, span_tokens=span_tokens, last_only=last_only, max_length=max_length
+            )
+        except ValueError as e:
+            raise BadInput(f"{where}: solution {i}: {e}") from None
+        if ex is None:
+            dropped += 1
+        else:
+            examples.append(ex)
+    if not examples:
+        raise BadInput(f"{where}: no example keeps a label within max_length {max_length}")
+    return examples, dropped

@@ -1,0 +1,81 @@
+"""The typed recipe of ``posttrain train prm``: a PRM's data, head, supervision and optimisation.
+
+A YAML file under ``configs/prm/`` sets these fields and ``key=value`` arguments override them
+(``posttrainlab.config.load_config``); an unknown key is a one-line error (exit 2), and so is a value
+outside its choices (``PRMRecipe.check``). Each field's help text lives here, once; docs/prm.md says
+what each choice does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from posttrainlab.errors import BadInput
+from posttrainlab.train.recipes import LoraSwitch, OptimConfig
+
+HEADS = ("token-cls", "verdict")
+SUPERVISION = ("step", "span", "soft")
+FORMATS = ("step", "span", "math-shepherd", "mc-value", "processbench")
+MC_ROWS = ("grouped", "prefix", "messages")
+MC_STEP_IDX = ("auto", "count", "last")
+
+
+@dataclass
+class PRMDataConfig:
+    """Where the step-labelled rows come from."""
+
+    path: str = "???"  # .jsonl / .json / .parquet, or hf://owner/name[/CONFIG]:SPLIT (required)
+    format: str = "step"  # step | span | math-shepherd | mc-value | processbench (docs/formats.md)
+    limit: int | None = None  # keep the first N rows of the file
+    # mc-value only: grouped = one sequence per trace (id, sample_index), a target at each step's separator;
+    # prefix = one sequence per prefix row in the same format (same loss, slower); messages = the card's own
+    # judge-prompt rows, one sequence each, the target at the verdict position
+    mc_rows: str = "grouped"
+    # mc-value only: what step_idx means: count = steps in the prefix (0 = empty prefix); last = 0-based index of
+    # the prefix's last step (posttrain label mc); auto = count when some row has step_idx == num_steps, else last
+    mc_step_idx: str = "auto"
+
+
+@dataclass
+class PRMRecipe:
+    """A process reward model on transformers.Trainer: one sequence per solution, a label per separator."""
+
+    model: str = "base"  # a causal LM or encoder folder / Hub id, or a PRM to fine-tune; "base" = the tiny base
+    output_dir: str = "runs/prm"
+    dataset: PRMDataConfig = field(default_factory=PRMDataConfig)
+    head: str = "token-cls"  # token-cls (2-label token classification) | verdict (P(yes) vs P(no) from the LM head)
+    supervision: str = "step"  # step (hard step labels) | span (<HAL> token labels too) | soft (MC values V)
+    separator: str = "<extra_0>"  # after every step; added as a special token when the tokenizer lacks it
+    chat_template: bool | None = None  # null: use the tokenizer's chat template when it has one
+    system_prompt: str | None = None  # chat format only; null: Qwen2.5-Math-PRM's ("Please reason step by step...")
+    # verdict head only: reward = P(yes_token) / (P(yes_token) + P(no_token)) after the separator; each must be
+    # one token ("+"/"-" are, for byte-level and Qwen tokenizers). Not `yes:`/`no:` keys: YAML reads those as booleans
+    yes_token: str = "+"
+    no_token: str = "-"
+    train_on_last_step_only: bool = False  # label only each sequence's last labelled step (and its span tokens)
+    class_weights: list[float] = field(default_factory=lambda: [1.0, 1.0])  # [wrong, correct]
+    optim: OptimConfig = field(default_factory=lambda: OptimConfig(learning_rate=1e-4, batch_size=8))
+    lora: LoraSwitch = field(default_factory=LoraSwitch)
+    max_length: int = 1024  # tokens per sequence; a longer one is cut and the separators past the cut lose their labels
+    trust_remote_code: bool = False
+
+    def check(self) -> None:
+        """``BadInput`` naming the field when a choice is unknown or two choices do not go together."""
+        choices = {
+            "head": (self.head, HEADS),
+            "supervision": (self.supervision, SUPERVISION),
+            "dataset.format": (self.dataset.format, FORMATS),
+            "dataset.mc_rows": (self.dataset.mc_rows, MC_ROWS),
+            "dataset.mc_step_idx": (self.dataset.mc_step_idx, MC_STEP_IDX),
+        }
+        for name, (value, allowed) in choices.items():
+            if value not in allowed:
+                raise BadInput(f"{name} {value!r}: choose one of {', '.join(allowed)}")
+        if self.supervision == "span" and self.dataset.format != "span":
+            raise BadInput(f"supervision span needs dataset.format span (<HAL> annotations), not {self.dataset.format}")
+        if len(self.class_weights) != 2 or any(w <= 0 for w in self.class_weights):
+            raise BadInput(f"class_weights {self.class_weights}: expected two positive numbers [wrong, correct]")
+        if self.max_length < 2:
+            raise BadInput(f"max_length {self.max_length}: must be at least 2")
+        if not self.separator:
+            raise BadInput("separator: must not be empty")

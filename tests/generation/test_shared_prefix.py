@@ -1,0 +1,213 @@
+"""Shared-prefix sampling on a tiny random model: one prefill per prefix, greedy == generate, seeds, distribution.
+
+Weights are scaled by 3 (as in test_transformers_backend.py) so greedy outputs differ between prompts.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from posttrainlab.generation.shared_prefix import (
+    PrefixRequest,
+    SamplingStats,
+    continuation_text,
+    count_forward_tokens,
+    derive_seed,
+    sample_continuations,
+    sample_shared_prefix,
+)
+from posttrainlab.generation.transformers_backend import TransformersBackend
+
+TINY = {
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_hidden_layers": 1,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 2,
+}
+QUESTION = [{"role": "user", "content": "What is 437 + 309 - 125?"}]
+PREFIXES = ["", "437 + 309 = 746\n", "437 + 309 = 746\n746 - 125 = 621\n"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def backend() -> TransformersBackend:
+    import torch
+
+    from posttrainlab.models.tiny import TinyModelConfig, build_model
+
+    model, tokenizer = build_model(TinyModelConfig(**TINY))
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(3.0)
+    return TransformersBackend(model, tokenizer, batch_size=8, progress=False)
+
+
+def requests(seed: int = 0) -> list[PrefixRequest]:
+    return [PrefixRequest(QUESTION, p, derive_seed(seed, i)) for i, p in enumerate(PREFIXES)]
+
+
+def test_one_prefill_per_prefix_against_n_with_generate(backend):
+    n = 8
+    reqs = requests()
+    prompt_tokens = sum(
+        len(backend.tokenizer(continuation_text(backend.tokenizer, r.prompt, r.prefix))["input_ids"]) for r in reqs
+    )
+    stats = SamplingStats()
+    with count_forward_tokens(backend.model) as shared:
+        out = sample_shared_prefix(
+            backend.model,
+            backend.tokenizer,
+            reqs,
+            n=n,
+            temperature=1.0,
+            max_new_tokens=6,
+            eos_ids=backend.eos_ids(),
+            stats=stats,
+        )
+    assert [len(o) for o in out] == [n] * len(reqs)
+    assert shared.prefill_calls == 1 and shared.prefill_tokens == prompt_tokens  # each prefix once
+    assert stats.prefills == len(reqs) and stats.prefill_tokens == prompt_tokens
+    assert stats.sequences == n * len(reqs)
+
+    texts = [continuation_text(backend.tokenizer, r.prompt, r.prefix) for r in reqs]
+    with count_forward_tokens(backend.model) as baseline:
+        backend.generate(texts, n=n, temperature=1.0, max_new_tokens=6)
+    assert baseline.prefill_tokens == n * prompt_tokens  # num_return_sequences encodes every prefix n times
+
+
+def test_greedy_equals_generate_greedy(backend):
+    reqs = [PrefixRequest(QUESTION, p) for p in PREFIXES] + [
+        PrefixRequest([{"role": "user", "content": q}], "") for q in ("What is 94 * 3?", "Sum 4 and 4.", "Hi")
+    ]
+    shared = backend.sample_continuations(reqs, n=3, temperature=0.0, max_new_tokens=10)
+    texts = [continuation_text(backend.tokenizer, r.prompt, r.prefix) for r in reqs]
+    greedy = backend.generate(texts, max_new_tokens=10)
+    assert shared == [[g[0]] * 3 for g in greedy]
+    assert len({s[0] for s in shared}) > 2
+
+
+def test_seeded_per_request_and_independent_of_the_batch(backend):
+    a = backend.sample_continuations(requests(1), n=4, temperature=1.0, max_new_tokens=8)
+    b = backend.sample_continuations(requests(1), n=4, temperature=1.0, max_new_tokens=8)
+    c = backend.sample_continuations(requests(2), n=4, temperature=1.0, max_new_tokens=8)
+    assert a == b and a != c
+    assert len(set(a[0])) > 1  # four different samples from one prefix
+    alone = backend.sample_continuations(requests(1)[1:2], n=4, temperature=1.0, max_new_tokens=8)
+    assert alone[0] == a[1]  # a request's samples do not depend on the other requests in the call
+
+
+def test_caller_rng_left_alone(backend):
+    import torch
+
+    torch.manual_seed(7)
+    expected = torch.rand(2)
+    torch.manual_seed(7)
+    backend.sample_continuations(requests(), n=2, temperature=1.0, max_new_tokens=3)
+    assert torch.equal(torch.rand(2), expected)
+
+
+def test_sampled_tokens_follow_the_full_forward_logits(backend):
+    """Each sampled token's log-probability under the cached decode equals a no-cache forward pass."""
+    import torch
+
+    from posttrainlab.generation.shared_prefix import encode_request
+
+    reqs = requests(3)[:2]
+    texts, tokens = sample_shared_prefix(
+        backend.model,
+        backend.tokenizer,
+        reqs,
+        n=3,
+        temperature=1.0,
+        max_new_tokens=6,
+        eos_ids=backend.eos_ids(),
+        return_tokens=True,
+    )
+    for r, rows in zip(reqs, tokens, strict=True):
+        prompt = encode_request(backend.tokenizer, r)
+        for row in rows:
+            assert row  # a random model rarely emits eos at once
+            ids = torch.tensor([prompt + row])
+            with torch.no_grad():
+                logits = backend.model(input_ids=ids).logits[0]
+            full = logits[len(prompt) - 1 : -1].log_softmax(-1).gather(-1, torch.tensor(row)[:, None])
+            assert torch.isfinite(full).all()
+            assert float(full.sum()) > -50 * len(row)  # sampled tokens are plausible under the full pass
+    assert all(isinstance(t, str) for o in texts for t in o)
+
+
+def test_first_token_distribution_matches_softmax(backend):
+    """2000 continuations of one prefix, from one prefill: first-token frequencies match the softmax."""
+    import torch
+
+    req = PrefixRequest(QUESTION, PREFIXES[1], 11)
+    _, tokens = sample_shared_prefix(
+        backend.model, backend.tokenizer, [req], n=2000, temperature=1.0, max_new_tokens=1, return_tokens=True
+    )
+    from posttrainlab.generation.shared_prefix import encode_request
+
+    ids = torch.tensor([encode_request(backend.tokenizer, req)])
+    with torch.no_grad():
+        probs = backend.model(input_ids=ids).logits[0, -1].float().softmax(-1)
+    eos = min(backend.eos_ids())
+    firsts = [row[0] if row else eos for row in tokens[0]]
+    n = len(firsts)
+    for token in probs.argsort(descending=True)[:5].tolist():  # the five likeliest tokens, within 4 sigma
+        p = float(probs[token])
+        assert abs(firsts.count(token) / n - p) < 4 * (p * (1 - p) / n) ** 0.5 + 1e-9
+
+
+def test_top_p_keeps_only_the_nucleus(backend):
+    import torch
+
+    req = PrefixRequest(QUESTION, PREFIXES[1], 5)
+    _, tokens = sample_shared_prefix(
+        backend.model,
+        backend.tokenizer,
+        [req],
+        n=300,
+        temperature=1.0,
+        top_p=0.3,
+        max_new_tokens=1,
+        return_tokens=True,
+    )
+    from posttrainlab.generation.shared_prefix import encode_request
+
+    with torch.no_grad():
+        logits = backend.model(input_ids=torch.tensor([encode_request(backend.tokenizer, req)])).logits[0, -1]
+    probs = logits.softmax(-1)
+    order = probs.argsort(descending=True).tolist()
+    nucleus, mass = set(), 0.0
+    for t in order:
+        nucleus.add(t)
+        mass += float(probs[t])
+        if mass >= 0.3:
+            break
+    assert {row[0] for row in tokens[0] if row} <= nucleus
+
+
+def test_stop_strings_and_generic_fallback(backend):
+    reqs = requests(4)
+    full = backend.sample_continuations(reqs, n=2, temperature=0.0, max_new_tokens=12)
+    stop = full[0][0][3]
+    cut = backend.sample_continuations(reqs, n=2, temperature=0.0, max_new_tokens=12, stop=[stop])
+    assert cut[0][0] == full[0][0][: full[0][0].index(stop)]
+
+    class GenerateOnly:  # a SamplingBackend without sample_continuations
+        tokenizer = backend.tokenizer
+
+        def generate(self, prompts, **kw):
+            return backend.generate(prompts, **kw)
+
+    fallback = sample_continuations(GenerateOnly(), reqs, n=2, temperature=0.0, max_new_tokens=12)
+    assert fallback == full

@@ -1,0 +1,71 @@
+"""Fixtures for the server tests: tiny models (in memory and on disk) and one torch thread.
+
+The in-memory model's weights are scaled by 3 so that its greedy outputs differ from prompt to prompt
+(at the default init scale a random model answers every prompt alike), which makes "each request got
+its own answer back" a real check.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+SMALL = {
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_hidden_layers": 1,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 2,
+}
+
+
+@pytest.fixture(scope="package", autouse=True)
+def one_thread():
+    """One intra-op thread: a 32-wide model gains nothing from more (and a shared CPU makes more slower)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _scaled_model():
+    import torch
+
+    from posttrainlab.models.tiny import TinyModelConfig, build_model
+
+    model, tokenizer = build_model(TinyModelConfig(**SMALL))
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(3.0)
+    return model, tokenizer
+
+
+@pytest.fixture(scope="package")
+def tiny_backend():
+    """A ``TransformersBackend`` over the tiny model, with its ChatML chat template."""
+    from posttrainlab.generation.transformers_backend import TransformersBackend
+
+    model, tokenizer = _scaled_model()
+    return TransformersBackend(model, tokenizer, batch_size=16, progress=False)
+
+
+@pytest.fixture(scope="package")
+def plain_backend(tiny_backend):
+    """The same model behind a tokenizer without a chat template (chats become ``role: content`` lines)."""
+    from posttrainlab.generation.transformers_backend import TransformersBackend
+    from posttrainlab.models.tokenizer import build_tokenizer
+
+    tokenizer = build_tokenizer()
+    tokenizer.chat_template = None
+    return TransformersBackend(tiny_backend.model, tokenizer, batch_size=16, progress=False)
+
+
+@pytest.fixture(scope="session")
+def tiny_dir(tmp_path_factory) -> Path:
+    """The tiny model (unscaled) saved as a Hugging Face folder, for ``posttrain serve --model DIR``."""
+    from posttrainlab.models.tiny import TinyModelConfig, init_model
+
+    return init_model(TinyModelConfig(**SMALL), tmp_path_factory.mktemp("serve-models") / "tiny")

@@ -1,0 +1,139 @@
+"""The batcher on its own (no HTTP): grouping, limits, routing, seeds, errors."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from serve_fakes import EchoBackend
+
+from posttrainlab.errors import BadInput
+from posttrainlab.serve.batcher import Batcher, SamplingParams
+
+GREEDY = SamplingParams(temperature=0.0, max_tokens=8)
+
+
+def run_jobs(batcher: Batcher, jobs: list[tuple[list, SamplingParams]]) -> list:
+    """Submit all jobs at once; each job's result, or its exception."""
+
+    async def main():
+        try:
+            return await asyncio.gather(*(batcher.generate(p, params) for p, params in jobs), return_exceptions=True)
+        finally:
+            await batcher.close()
+
+    return asyncio.run(main())
+
+
+def test_concurrent_greedy_jobs_share_one_call_and_get_their_own_answers():
+    backend = EchoBackend()
+    jobs = [([f"q{i}"], SamplingParams(n=1 + i % 3, temperature=0.0, seed=i, max_tokens=8)) for i in range(8)]
+    results = run_jobs(Batcher(backend, max_batch_size=32, wait_ms=50), jobs)
+    assert len(backend.calls) == 1
+    call = backend.calls[0]
+    assert call["prompts"] == [f"q{i}" for i in range(8)]
+    assert (call["n"], call["temperature"], call["seed"], call["max_new_tokens"]) == (1, 0.0, 0, 8)
+    # greedy: n, seed and top_p do not change the text, so the call asks for n=1 and each job gets n copies
+    assert results == [[[f"q{i}|t=0|s=0|0"] * (1 + i % 3)] for i in range(8)]
+
+
+def test_max_batch_size_limits_prompts_per_call():
+    backend = EchoBackend()
+    jobs = [([f"q{i}"], GREEDY) for i in range(8)]
+    results = run_jobs(Batcher(backend, max_batch_size=3, wait_ms=50), jobs)
+    assert [len(c["prompts"]) for c in backend.calls] == [3, 3, 2]
+    assert results == [[[f"q{i}|t=0|s=0|0"]] for i in range(8)]
+    single = EchoBackend()
+    run_jobs(Batcher(single, max_batch_size=1, wait_ms=50), jobs)
+    assert len(single.calls) == 8
+
+
+def test_a_job_larger_than_the_limit_runs_whole():
+    backend = EchoBackend()
+    results = run_jobs(Batcher(backend, max_batch_size=2, wait_ms=10), [(["a", "b", "c"], GREEDY), (["d"], GREEDY)])
+    assert [c["prompts"] for c in backend.calls] == [["a", "b", "c"], ["d"]]
+    assert results[0] == [["a|t=0|s=0|0"], ["b|t=0|s=0|0"], ["c|t=0|s=0|0"]]
+
+
+def test_one_call_per_group_of_equal_parameters():
+    backend = EchoBackend()
+    sampled = SamplingParams(n=2, temperature=0.7, top_p=0.9, max_tokens=8)
+    jobs = [
+        (["g8-a"], GREEDY),
+        (["g16"], SamplingParams(temperature=0.0, max_tokens=16)),
+        (["s-a"], sampled),
+        (["g8-b"], GREEDY),
+        (["s-b"], sampled),
+        (["stop"], SamplingParams(temperature=0.0, max_tokens=8, stop=("|",))),
+    ]
+    results = run_jobs(Batcher(backend, max_batch_size=32, wait_ms=50, seed=1), jobs)
+    assert [c["prompts"] for c in backend.calls] == [["g8-a", "g8-b"], ["g16"], ["s-a", "s-b"], ["stop"]]
+    s_call = backend.calls[2]
+    assert (s_call["n"], s_call["temperature"], s_call["top_p"]) == (2, 0.7, 0.9)
+    assert results[2] == [[f"s-a|t=0.7|s={s_call['seed']}|0", f"s-a|t=0.7|s={s_call['seed']}|1"]]
+    assert results[5] == [["stop"]] and backend.calls[3]["stop"] == ["|"]
+
+
+def test_seeded_sampling_runs_alone_with_its_seed():
+    backend = EchoBackend()
+    jobs = [(["x"], SamplingParams(temperature=1.0, seed=5)), (["y"], SamplingParams(temperature=1.0, seed=5))]
+    results = run_jobs(Batcher(backend, wait_ms=50), jobs)
+    assert [c["prompts"] for c in backend.calls] == [["x"], ["y"]]
+    assert [c["seed"] for c in backend.calls] == [5, 5]
+    assert results == [[["x|t=1|s=5|0"]], [["y|t=1|s=5|0"]]]
+
+
+def test_a_backend_error_fails_its_group_only():
+    class Picky(EchoBackend):
+        def generate(self, prompts, **kw):
+            if kw["max_new_tokens"] == 99:
+                raise BadInput("max_new_tokens=99: no")
+            return super().generate(prompts, **kw)
+
+    backend = Picky()
+    jobs = [(["a"], SamplingParams(temperature=0.0, max_tokens=99)), (["b"], GREEDY)]
+    results = run_jobs(Batcher(backend, wait_ms=50), jobs)
+    assert isinstance(results[0], BadInput) and results[1] == [["b|t=0|s=0|0"]]
+
+
+def test_a_backend_returning_the_wrong_shape_is_an_error():
+    class Short(EchoBackend):
+        def generate(self, prompts, **kw):
+            return super().generate(prompts, **kw)[:-1]
+
+    results = run_jobs(Batcher(Short(), wait_ms=50), [(["a"], GREEDY), (["b"], GREEDY)])
+    assert all(isinstance(r, RuntimeError) and "for 2 prompts x n=1" in str(r) for r in results)
+
+
+def test_close_cancels_waiting_jobs():
+    import threading
+
+    gate = threading.Event()
+    backend = EchoBackend(gate=gate)
+    batcher = Batcher(backend, max_batch_size=1, wait_ms=0)
+
+    async def main():
+        first = asyncio.ensure_future(batcher.generate(["a"], GREEDY))
+        second = asyncio.ensure_future(batcher.generate(["b"], GREEDY))
+        while not backend.started.is_set():
+            await asyncio.sleep(0.01)
+        await batcher.close()
+        gate.set()
+        return await asyncio.gather(first, second, return_exceptions=True)
+
+    results = asyncio.run(main())
+    assert all(isinstance(r, asyncio.CancelledError) for r in results)
+
+
+@pytest.mark.parametrize("kwargs", [{"max_batch_size": 0}, {"wait_ms": -1}])
+def test_bad_limits(kwargs):
+    with pytest.raises(ValueError):
+        Batcher(EchoBackend(), **kwargs)
+
+
+def test_a_closed_batcher_starts_again_on_a_new_loop():
+    backend = EchoBackend()
+    batcher = Batcher(backend, wait_ms=0)
+    assert run_jobs(batcher, [(["a"], GREEDY)]) == [[["a|t=0|s=0|0"]]]
+    assert run_jobs(batcher, [(["b"], GREEDY)]) == [[["b|t=0|s=0|0"]]]  # run_jobs closed it; a new asyncio.run
+    assert batcher.calls == 2

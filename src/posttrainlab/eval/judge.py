@@ -266,6 +266,50 @@ def _finished(path: Path, rows: list[dict[str, Any]], cfg: JudgeConfig) -> tuple
     return done, notes
 
 
+def run_pool(
+    pending: list[int],
+    work: Callable[[int], Any],
+    handle: Callable[[int, Any], None],
+    salvage: Callable[[int, Any], None],
+    *,
+    threads: int,
+    name: str,
+    run_file: Path,
+) -> None:
+    """Run ``work(i)`` for every pending row on ``threads`` threads; ``handle`` each result as it finishes.
+
+    The resumable-run loop shared by the judge harness and ``posttrain annotate``: an endpoint fault stops the run
+    with a message saying the finished rows are kept in ``run_file``; on any stop but Ctrl-C, the results of requests
+    that finished while the run was stopping go to ``salvage`` (which skips rows already written), so no paid-for
+    answer is lost.
+    """
+    pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=name)
+    futures: dict[Future[Any], int] = {}
+    interrupted = False
+    try:
+        futures = {pool.submit(work, i): i for i in pending}
+        for fut in as_completed(futures):
+            i = futures[fut]
+            try:
+                result = fut.result()
+            except EndpointError as e:
+                raise EndpointError(
+                    f"row {i}: {e}; run stopped. Finished rows are kept in {run_file}: run the same command again "
+                    "to resume once the endpoint answers",
+                    e.transient,
+                ) from None
+            handle(i, result)
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
+    finally:
+        pool.shutdown(wait=not interrupted, cancel_futures=True)
+        if not interrupted:  # keep the work of requests that finished while the run was stopping
+            for fut, i in futures.items():
+                if fut.done() and not fut.cancelled() and fut.exception() is None:
+                    salvage(i, fut.result())
+
+
 def run_judge(
     cfg: JudgeConfig,
     client: ChatClient | None = None,
@@ -312,42 +356,22 @@ def run_judge(
         if on_record is not None:
             on_record(record)
 
+    def handle(i: int, answer: JudgeAnswer) -> None:
+        if answer.error is not None and cfg.on_invalid == "abort":
+            raise JudgeAborted(
+                f"row {i}: {answer.error}; run aborted (an invalid answer is never scored as 'no hallucination'). "
+                f"Finished rows are kept in {jsonl}: run the same command again to resume, "
+                f"or pass --on-invalid record to record such rows as failed"
+            )
+        write(i, answer)
+
+    def salvage(i: int, answer: JudgeAnswer) -> None:
+        if i not in written and (answer.error is None or cfg.on_invalid == "record"):
+            append_jsonl(jsonl, make_record(i, selected[i], answer, cfg.model_name))
+            written.add(i)
+
     start = time.perf_counter()
-    pool = ThreadPoolExecutor(max_workers=cfg.num_threads, thread_name_prefix="judge")
-    futures: dict[Future[JudgeAnswer], int] = {}
-    interrupted = False
-    try:
-        futures = {pool.submit(judge_one, i): i for i in pending}
-        for fut in as_completed(futures):
-            i = futures[fut]
-            try:
-                answer = fut.result()
-            except EndpointError as e:
-                raise EndpointError(
-                    f"row {i}: {e}; run stopped. Finished rows are kept in {jsonl}: run the same command again "
-                    "to resume once the endpoint answers",
-                    e.transient,
-                ) from None
-            if answer.error is not None and cfg.on_invalid == "abort":
-                raise JudgeAborted(
-                    f"row {i}: {answer.error}; run aborted (an invalid answer is never scored as 'no hallucination'). "
-                    f"Finished rows are kept in {jsonl}: run the same command again to resume, "
-                    f"or pass --on-invalid record to record such rows as failed"
-                )
-            write(i, answer)
-    except KeyboardInterrupt:
-        interrupted = True
-        raise
-    finally:
-        pool.shutdown(wait=not interrupted, cancel_futures=True)
-        if not interrupted:  # keep the work of requests that finished while the run was stopping
-            for fut, i in futures.items():
-                if i in written or not fut.done() or fut.cancelled() or fut.exception() is not None:
-                    continue
-                answer = fut.result()
-                if answer.error is None or cfg.on_invalid == "record":
-                    append_jsonl(jsonl, make_record(i, selected[i], answer, cfg.model_name))
-                    written.add(i)
+    run_pool(pending, judge_one, handle, salvage, threads=cfg.num_threads, name="judge", run_file=jsonl)
     elapsed = time.perf_counter() - start
 
     done, _ = _finished(jsonl, rows, replace(cfg, retry_failed=False))

@@ -40,7 +40,6 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,11 +49,10 @@ from posttrainlab.data.formats.hal import HalMarkupError
 from posttrainlab.data.formats.readers import iter_rows
 from posttrainlab.data.jsonl import append_jsonl, dumps
 from posttrainlab.errors import BadInput
-from posttrainlab.eval.judge import read_run_file
+from posttrainlab.eval.judge import read_run_file, run_pool
 from posttrainlab.eval.judge_client import (
     REJECTED_TEXT_CHARS,
     ChatClient,
-    EndpointError,
     OpenAIChatClient,
     RetryPolicy,
     _request,
@@ -402,34 +400,16 @@ def run_annotate(
         if on_record is not None:
             on_record(record)
 
+    def salvage(i: int, record: dict[str, Any]) -> None:
+        if i not in written:
+            append_jsonl(run_file, record)
+            written.add(i)
+
     start = time.perf_counter()
-    pool = ThreadPoolExecutor(max_workers=cfg.num_threads, thread_name_prefix="annotate")
-    futures: dict[Future[dict[str, Any]], int] = {}
-    interrupted = False
-    try:
-        futures = {pool.submit(one, i): i for i in pending}
-        for fut in as_completed(futures):
-            i = futures[fut]
-            try:
-                record = fut.result()
-            except EndpointError as e:
-                raise EndpointError(
-                    f"row {i}: {e}; run stopped. Finished rows are kept in {run_file}: run the same command again "
-                    "to resume once the endpoint answers",
-                    e.transient,
-                ) from None
-            write(record)
-    except KeyboardInterrupt:
-        interrupted = True
-        raise
-    finally:
-        pool.shutdown(wait=not interrupted, cancel_futures=True)
-        if not interrupted:  # keep the work of requests that finished while the run was stopping
-            for fut, i in futures.items():
-                if i in written or not fut.done() or fut.cancelled() or fut.exception() is not None:
-                    continue
-                append_jsonl(run_file, fut.result())
-                written.add(i)
+    run_pool(
+        pending, one, lambda _i, record: write(record), salvage, threads=cfg.num_threads, name="annotate",
+        run_file=run_file,
+    )  # fmt: skip
     elapsed = time.perf_counter() - start
     records = [done[i] for i in range(len(rows))]
     return AnnotateRun(run_file, records, len(written), resumed, elapsed, notes)

@@ -1,6 +1,6 @@
 """Batched KV-cached generation against one-at-a-time generation, on the same model and prompts.
 
-The model is the tiny arith model at its default size (``TinyModelConfig()``, ~3.4M parameters,
+The model is the tiny arith model at its default size (``TinyModelConfig()``, ~2.0M parameters,
 random init: speed does not depend on what the weights say); the prompts are the first 64 arith-v1
 test problems, rendered with the chat template as ``posttrain eval policy`` renders them. Both ways
 run through ``TransformersBackend`` with the KV cache, greedy, ``max_new_tokens=32``: once with

@@ -69,6 +69,7 @@ def main(argv: list[str] | None = None) -> None:
     else:
         model, tokenizer = build_model(TinyModelConfig())
         backend = TransformersBackend(model, tokenizer, batch_size=args.batch_size, progress=False)
+    backend.share_prefill = False  # generate(n=N) below is transformers' num_return_sequences, the baseline
     requests = build_requests(args.shots, args.problems)
     texts = [continuation_text(backend.tokenizer, r.prompt, r.prefix) for r in requests]
     sampling = dict(n=args.n, temperature=1.0, max_new_tokens=args.max_new_tokens)

@@ -3,7 +3,7 @@
 Polaris MC ships one row per prefix, so a trace of n steps read row by row costs 1 + 2 + ... + n step
 encodings; grouped, it costs n. Both give the same loss (causal attention: the logits at step k's
 separator do not depend on later tokens; tests/prm/test_prm_grouping.py proves it to float tolerance).
-Same model (the tiny 3.4M default shape, random init), the same synthetic MC-value rows, same batch
+Same model (the tiny ~2.0M default shape, random init), the same synthetic MC-value rows, same batch
 size in sequences, one epoch each on ``transformers.Trainer`` through ``posttrain train prm``'s own
 ``build_trainer``. Prints the loss both ways at the start (equal), seconds per epoch, and, last, the ratio.
 

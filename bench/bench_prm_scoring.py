@@ -2,7 +2,7 @@
 
 A PRM that reads a score at every step separator can score a whole solution at once when the model
 is causal; scoring prefix by prefix (what a judge-style verdict model needs) re-encodes 1 + 2 + ... + n
-steps. Same model (the tiny 3.4M default shape with a fresh 2-label token-classification head), the
+steps. Same model (the tiny ~2.0M default shape with a fresh 2-label token-classification head), the
 same synthetic solutions, batches of the same number of sequences. Prints steps/s both ways, the
 largest score difference (float noise), and, last, the ratio.
 

@@ -10,7 +10,7 @@ port, in this process) and talk to it with the official ``openai`` client:
    so both runs must give the same metrics. With 32 threads the server batches concurrent requests,
    so the run pays the latency once per batch, not once per row; the generate calls are counted.
 2. **Server-side batching on the tiny model, 16 concurrent requests: ``--max-batch-size 16`` vs 1.**
-   The default tiny model (random init, ~3.4M parameters) on CPU, greedy, ``--max-tokens`` new tokens
+   The default tiny model (random init, ~2.0M parameters) on CPU, greedy, ``--max-tokens`` new tokens
    per request; rounds of 16 requests sent at once by 16 client threads. Batched, each round is one
    ``generate`` call that shares every forward pass; with ``--max-batch-size 1`` it is 16 calls one
    after another. Greedy answers must agree between the two servers.

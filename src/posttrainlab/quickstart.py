@@ -198,6 +198,7 @@ def run_quickstart(out: str | Path, cfg: QuickstartConfig, console=None) -> Path
     from posttrainlab.train.sft import train_sft
 
     console = console or Console()
+    _quiet_library_bars()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     run = Run(out, cfg)
@@ -282,6 +283,16 @@ def _process_stages(run: Run, p: ProcessSettings, out: Path, data: Path, console
         lambda: best_of_n.run(policy, prm_dir, data, bon, n=p.bon_n, limit=p.bon_limit, temperature=p.bon_temperature),
         console,
     )
+
+
+def _quiet_library_bars() -> None:
+    """Turn off datasets' map bars and transformers' weight-loading bars: a dozen a stage, they bury
+    the stage headers and the training bars (``posttrain train ...`` alone keeps them)."""
+    import datasets
+    import transformers
+
+    datasets.disable_progress_bars()
+    transformers.utils.logging.disable_progress_bar()
 
 
 def _link_base(out: Path, base: Path) -> None:

@@ -81,8 +81,15 @@ def test_one_prefill_per_prefix_against_n_with_generate(backend):
 
     texts = [continuation_text(backend.tokenizer, r.prompt, r.prefix) for r in reqs]
     with count_forward_tokens(backend.model) as baseline:
-        backend.generate(texts, n=n, temperature=1.0, max_new_tokens=6)
+        backend.share_prefill = False
+        try:
+            backend.generate(texts, n=n, temperature=1.0, max_new_tokens=6)
+        finally:
+            backend.share_prefill = True
     assert baseline.prefill_tokens == n * prompt_tokens  # num_return_sequences encodes every prefix n times
+    with count_forward_tokens(backend.model) as routed:
+        backend.generate(texts, n=n, temperature=1.0, max_new_tokens=6)
+    assert routed.prefill_tokens == prompt_tokens  # generate(n > 1) itself shares the prefill by default
 
 
 def test_greedy_equals_generate_greedy(backend):

@@ -12,11 +12,7 @@ from posttrainlab.cli import main
 from posttrainlab.data.formats.mc_value import validate_mc
 from posttrainlab.data.formats.readers import iter_rows
 from posttrainlab.label.mc_scripted import ScriptedArithPolicy
-from posttrainlab.models.tiny import TinyModelConfig
-
-SMALL = TinyModelConfig(
-    hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2
-)
+from tiny_models import SMALL
 
 
 def cli(*args: str) -> int:

@@ -11,11 +11,9 @@ import pytest
 from posttrainlab.config import load_config
 from posttrainlab.models.tiny import TinyModelConfig, count_parameters, init_model
 from posttrainlab.models.tokenizer import EOS, PAD, STEP
+from tiny_models import SMALL
 
 ROOT = Path(__file__).resolve().parents[2]
-SMALL = TinyModelConfig(
-    hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2
-)
 
 
 @pytest.fixture(scope="module")
@@ -64,11 +62,11 @@ def test_chat_template(saved):
     )
 
 
-def test_default_shape_is_about_3_4m_parameters():
+def test_default_shape_is_about_2m_parameters():
     from posttrainlab.models.tiny import build_model
 
     model, _ = build_model(TinyModelConfig())
-    assert 3.3e6 < count_parameters(model) < 3.5e6
+    assert 1.9e6 < count_parameters(model) < 2.0e6
 
 
 def test_config_files_state_the_dataclass_defaults():

@@ -2,19 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from pipeline_doubles import MixedPolicy
-
-
-@pytest.fixture(scope="session")
-def arith_dir(tmp_path_factory) -> Path:
-    from posttrainlab.data.arith.release import prepare
-
-    out = tmp_path_factory.mktemp("pipeline-data") / "arith-v1"
-    prepare(out)
-    return out
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ from pipeline_doubles import MixedPolicy
 
 from posttrainlab.cli import main
 from posttrainlab.data.jsonl import read_jsonl
+from posttrainlab.label.annotate import load_solutions
 from posttrainlab.label.generate import GenerateConfig, run_generate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,7 +74,9 @@ def test_generate_annotate_convert_train_compare(tmp_path, arith_dir, capsys):
         proc.terminate()
         proc.wait(timeout=30)
     tiny_summary = json.loads((tmp_path / "ann-tiny/sharp/summary.json").read_text())
-    assert tiny_summary["annotated"] == 12 and tiny_summary["failed"] == 0
+    rows, skipped = load_solutions(tmp_path / "gen-tiny")  # a random model may sample an empty solution
+    assert len(rows) + skipped == 12 and len(rows) >= 9
+    assert tiny_summary["annotated"] == len(rows) and tiny_summary["failed"] == 0
     sharp = tmp_path / "ann-mixed" / "sharp"
     summary = json.loads((sharp / "summary.json").read_text())
     assert summary["failed"] == 0 and summary["kept"] == 320 and not summary["warnings"]  # dev: no test split

@@ -1,27 +1,13 @@
-"""Fixtures for PRM tests: a tiny (untrained) causal LM and a tiny Qwen2.5-Math-PRM layout, made once per session."""
+"""Fixtures for PRM tests: a tiny Qwen2.5-Math-PRM layout, made once per session (tiny_model: tests/conftest.py)."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import torch
 
-from posttrainlab.models.tiny import TinyModelConfig
 from posttrainlab.models.tokenizer import build_tokenizer
-
-SMALL = TinyModelConfig(
-    hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2
-)
-
-
-@pytest.fixture(scope="session")
-def tiny_model(tmp_path_factory) -> Path:
-    from posttrainlab.models.tiny import init_model
-
-    return init_model(SMALL, tmp_path_factory.mktemp("models") / "tiny")
-
 
 QWEN = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2,
         "num_key_value_heads": 2, "max_position_embeddings": 512}  # fmt: skip

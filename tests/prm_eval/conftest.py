@@ -10,16 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from prm_eval_fakes import SMALL
 
-
-@pytest.fixture(scope="session")
-def arith_dir(tmp_path_factory) -> Path:
-    from posttrainlab.data.arith.release import prepare
-
-    out = tmp_path_factory.mktemp("data") / "arith-v1"
-    prepare(out)
-    return out
+from tiny_models import SMALL
 
 
 @pytest.fixture(scope="session")
@@ -35,9 +27,9 @@ def one_thread():
 
 @pytest.fixture(scope="session")
 def tiny_policy(tmp_path_factory, one_thread) -> Path:
-    from posttrainlab.models.tiny import TinyModelConfig, init_model
+    from posttrainlab.models.tiny import init_model
 
-    return init_model(TinyModelConfig(**SMALL), tmp_path_factory.mktemp("models") / "policy")
+    return init_model(SMALL, tmp_path_factory.mktemp("models") / "policy")
 
 
 @pytest.fixture(scope="session")

@@ -5,14 +5,6 @@ from __future__ import annotations
 from posttrainlab.data.arith.problems import render_solution
 from posttrainlab.data.arith.steps import first_error, parse_question, step_verdicts
 
-SMALL = {
-    "hidden_size": 32,
-    "intermediate_size": 64,
-    "num_hidden_layers": 1,
-    "num_attention_heads": 2,
-    "num_key_value_heads": 2,
-}
-
 #: What sample j of every prompt is (j % 4), with its exact step labels for a 1-step / 2-step problem.
 KINDS = ("reference", "first_step_off", "missing_answer", "wrong_answer_line")
 

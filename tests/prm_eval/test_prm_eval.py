@@ -12,7 +12,7 @@ from prm_eval_fakes import FakeBackend, OracleScorer, TableScorer
 
 from posttrainlab.data.jsonl import read_jsonl
 from posttrainlab.errors import BadInput
-from posttrainlab.eval.prm_eval import detect_format, read_eval_rows, run, to_eval_row
+from posttrainlab.eval.prm_eval import detect_format, read_eval_rows, run, score_items, to_eval_row
 from posttrainlab.eval.prm_metrics import prm_metrics
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets" / "formats"
@@ -105,6 +105,27 @@ class WrongCount:
 class OutOfRange:
     def score_batch(self, items, batch_size=8):
         return [[1.5] * len(s) for _, s in items]
+
+
+def test_repeated_solutions_are_scored_once():
+    class Counting:  # the score of a step is its length / 100, so repeats are recognisable
+        def __init__(self):
+            self.seen = []
+
+        def score_batch(self, items, batch_size=8):
+            self.seen += items
+            return [[len(s) / 100 for s in steps] for _, steps in items]
+
+    scorer = Counting()
+    q = "What is 12 + 5?"
+    right, wrong = ["12 + 5 = 17", "Answer: 17"], ["12 + 5 = 170", "Answer: 170"]
+    items = [(q, right), (q, wrong), (q, list(right)), (q, []), ("What is 3 + 4?", right), (q, wrong)]
+    scores = score_items(scorer, items, batch_size=4, progress=False)
+    assert scorer.seen == [items[0], items[1], items[4]]  # the same steps under another question are new
+    assert scores[0] == scores[2] == scores[4] == [0.11, 0.1] and scores[1] == scores[5] == [0.12, 0.11]
+    assert scores[3] == []
+    scores[0][0] = 0.0
+    assert scores[2] == [0.11, 0.1]  # a repeat gets its own list
 
 
 def test_bad_input(tmp_path):

@@ -11,13 +11,7 @@ from pathlib import Path
 
 import pytest
 
-SMALL = {
-    "hidden_size": 32,
-    "intermediate_size": 64,
-    "num_hidden_layers": 1,
-    "num_attention_heads": 2,
-    "num_key_value_heads": 2,
-}
+from tiny_models import SMALL
 
 
 @pytest.fixture(scope="package", autouse=True)
@@ -34,9 +28,9 @@ def one_thread():
 def _scaled_model():
     import torch
 
-    from posttrainlab.models.tiny import TinyModelConfig, build_model
+    from posttrainlab.models.tiny import build_model
 
-    model, tokenizer = build_model(TinyModelConfig(**SMALL))
+    model, tokenizer = build_model(SMALL)
     with torch.no_grad():
         for p in model.parameters():
             p.mul_(3.0)
@@ -66,6 +60,6 @@ def plain_backend(tiny_backend):
 @pytest.fixture(scope="session")
 def tiny_dir(tmp_path_factory) -> Path:
     """The tiny model (unscaled) saved as a Hugging Face folder, for ``posttrain serve --model DIR``."""
-    from posttrainlab.models.tiny import TinyModelConfig, init_model
+    from posttrainlab.models.tiny import init_model
 
-    return init_model(TinyModelConfig(**SMALL), tmp_path_factory.mktemp("serve-models") / "tiny")
+    return init_model(SMALL, tmp_path_factory.mktemp("serve-models") / "tiny")

@@ -8,12 +8,9 @@ import math
 import pytest
 
 from posttrainlab.data.arith.corpus import CorpusConfig
-from posttrainlab.models.tiny import TinyModelConfig
 from posttrainlab.train.pretrain import PretrainConfig, PretrainOptim, config_hash, is_cached, pack, pretrain
+from tiny_models import SMALL
 
-SMALL = TinyModelConfig(
-    hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2
-)
 CFG = PretrainConfig(
     model=SMALL,
     corpus=CorpusConfig(size=600),

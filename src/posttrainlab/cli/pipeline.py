@@ -23,20 +23,7 @@ from typing import Annotated
 import typer
 
 from posttrainlab.errors import BadInput
-
-
-def _progress(description: str):
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    return Progress(
-        TextColumn(description),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=Console(stderr=True),
-        transient=True,
-    )
+from posttrainlab.progress import progress_bar
 
 
 def _pct(x: float | None) -> str:
@@ -96,7 +83,7 @@ def generate(
         system_prompt=SYSTEM_PROMPT if system_prompt is None else system_prompt,
         batch_size=batch_size,
     )
-    with _progress("generating") as bar:
+    with progress_bar(transient=True) as bar:
         task = bar.add_task("generating", total=None)
         run_file, written, resumed = run_generate(cfg, progress=lambda d, t: bar.update(task, completed=d, total=t))
     rows = read_generations(run_file)
@@ -159,7 +146,7 @@ def annotate(
         limit=limit,
         retry_failed=retry_failed,
     )
-    with _progress("annotating") as bar:
+    with progress_bar(transient=True) as bar:
         task = bar.add_task("annotating", total=None)
         run = run_annotate(cfg, progress=lambda d, t: bar.update(task, completed=d, total=t))
     for note in run.notes:

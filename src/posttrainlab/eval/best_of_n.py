@@ -324,7 +324,7 @@ def run(
     from posttrainlab.data.atomic import atomic_path, write_text
     from posttrainlab.data.jsonl import write_jsonl
     from posttrainlab.data.manifest import sha256_file
-    from posttrainlab.eval.prm_eval import _is_missing_local, load_scorer, score_items
+    from posttrainlab.eval.prm_eval import is_missing_local, load_scorer, score_items
     from posttrainlab.eval.prm_plots import best_of_n_png
     from posttrainlab.generation.transformers_backend import check_sampling
 
@@ -342,7 +342,7 @@ def run(
     if out.exists() and not out.is_dir():
         raise BadInput(f"{out}: exists and is not a folder")
     for what, path, given in (("policy", policy, backend), ("PRM", prm, scorer)):
-        if given is None and _is_missing_local(path):
+        if given is None and is_missing_local(path):
             raise BadInput(f"{path}: no such model folder ({what})")
     path, records = _records(str(data), split, limit)
     settings = {

@@ -40,6 +40,7 @@ from typing import Any, Protocol
 
 from posttrainlab.errors import BadInput
 from posttrainlab.eval.step_metrics import DEFAULT_SWEEP, DEFAULT_THRESHOLD, first_error_from_labels, first_error_index
+from posttrainlab.progress import progress_bar
 
 FORMATS = ("step", "math-shepherd", "processbench", "span")
 ARITH_PRM_DEFAULT_SPLIT = "heldout"
@@ -172,27 +173,13 @@ def read_eval_rows(data: str, fmt: str | None = None, limit: int | None = None) 
 
 def load_scorer(model: str | os.PathLike, *, dtype: str = "float32", device: str | None = None) -> StepScorer:
     """``posttrainlab.prm.PRM.from_pretrained(model)``; a missing local folder is ``BadInput`` at once."""
-    from posttrainlab.models.loading import _check_folder, _is_local
+    from posttrainlab.models.loading import check_folder, is_local
 
-    if _is_local(str(model)):
-        _check_folder(str(model))
+    if is_local(str(model)):
+        check_folder(str(model))
     from posttrainlab.prm import PRM
 
     return PRM.from_pretrained(str(model), dtype=dtype, device=device)
-
-
-def _progress(enabled: bool):
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=Console(stderr=True),
-        disable=not enabled,
-    )
 
 
 def score_items(
@@ -205,13 +192,26 @@ def score_items(
 ) -> list[list[float]]:
     """Step scores of every ``(question, steps)``, checked: one float in [0, 1] per step.
 
-    Items without steps are not sent to the scorer and get ``[]``.
+    Items without steps are not sent to the scorer and get ``[]``. Repeated items (the same question
+    and steps: best-of-N samples of one problem often coincide, about half of them at N = 16 on the
+    tiny policy) are scored once and share their scores.
     """
     if batch_size < 1:
         raise BadInput(f"batch_size={batch_size}: must be at least 1")
     scores: list[list[float]] = [[] for _ in items]
-    todo = [i for i, (_, steps) in enumerate(items) if steps]
-    with _progress(progress) as bar:
+    first: dict[tuple[str, tuple[str, ...]], int] = {}
+    repeats: list[tuple[int, int]] = []  # (item, the earlier item it repeats)
+    todo = []
+    for i, (question, steps) in enumerate(items):
+        if not steps:
+            continue
+        key = (question, tuple(steps))
+        if key in first:
+            repeats.append((i, first[key]))
+        else:
+            first[key] = i
+            todo.append(i)
+    with progress_bar(progress) as bar:
         task = bar.add_task(what, total=len(todo))
         for start in range(0, len(todo), CHUNK):
             chunk = todo[start : start + CHUNK]
@@ -226,6 +226,8 @@ def score_items(
                     raise BadInput(f"solution {i}: the PRM returned a score outside [0, 1]: {s}")
                 scores[i] = s
             bar.advance(task, len(chunk))
+    for i, j in repeats:
+        scores[i] = list(scores[j])
     return scores
 
 
@@ -284,7 +286,7 @@ def run(
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise BadInput(f"{out}: exists and is not a folder")
-    if scorer is None and _is_missing_local(model):
+    if scorer is None and is_missing_local(model):
         raise BadInput(f"{model}: no such model folder")
     rows, fmt, source = read_eval_rows(str(data), fmt, limit)
     if scorer is None:
@@ -314,10 +316,10 @@ def run(
     return result
 
 
-def _is_missing_local(model: str | os.PathLike) -> bool:
-    from posttrainlab.models.loading import _is_local
+def is_missing_local(model: str | os.PathLike) -> bool:
+    from posttrainlab.models.loading import is_local
 
-    return _is_local(str(model)) and not Path(model).expanduser().is_dir()
+    return is_local(str(model)) and not Path(model).expanduser().is_dir()
 
 
 __all__ = ["EvalRow", "StepScorer", "detect_format", "read_eval_rows", "run", "score_items", "to_eval_row"]

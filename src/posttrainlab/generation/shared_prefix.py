@@ -41,7 +41,7 @@ import contextlib
 import functools
 import hashlib
 import inspect
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -163,12 +163,14 @@ def sample_shared_prefix(
     stats: SamplingStats | None = None,
     return_tokens: bool = False,
     preallocate: bool = True,
+    on_batch: Callable[[int], None] | None = None,
 ):
     """``n`` continuations per request, one prefill per request (module docstring for the contract).
 
     ``batch_size`` counts requests per prefill (the decode batch holds up to ``batch_size * n`` rows).
     With ``return_tokens`` the new token ids come back too: ``(texts, tokens)``. ``preallocate=False``
     keeps transformers' concatenating cache (for ``bench/bench_mc_sampling.py``, which separates the gains).
+    ``on_batch(k)`` is called after each prefill batch of ``k`` requests (progress bars).
     """
     import torch
 
@@ -208,6 +210,8 @@ def sample_shared_prefix(
                 decoded = [truncate_at_stop(tokenizer.decode(t, skip_special_tokens=True), stop) for t in mine]
                 texts[i] = decoded * n if greedy else decoded
                 tokens_out[i] = mine * n if greedy else mine
+            if on_batch is not None:
+                on_batch(len(batch))
     stats.requests += len(requests)
     stats.sequences += len(requests) * n
     return (texts, tokens_out) if return_tokens else texts

@@ -92,10 +92,10 @@ def build(
     check_sampling(k, temperature, top_p, max_new_tokens)
     check_target(out)
     if backend is None:  # a missing local policy folder fails before any data is read
-        from posttrainlab.models.loading import _check_folder, _is_local
+        from posttrainlab.models.loading import check_folder, is_local
 
-        if _is_local(str(policy)):
-            _check_folder(str(policy))
+        if is_local(str(policy)):
+            check_folder(str(policy))
     data = str(data)
     prompt_sets = {name: _load(data, name, limit) for name in (*train_prompts, *heldout_prompts)}
     pref_train = _load(data, "preference_train", limit)

@@ -61,6 +61,7 @@ from typing import Any
 from posttrainlab.errors import BadInput
 from posttrainlab.generation.shared_prefix import PrefixRequest, derive_seed, sample_continuations
 from posttrainlab.grading import Grade
+from posttrainlab.progress import progress_bar
 
 #: The user turn of every row: the question and the prefix, for a verdict-token PRM to answer yes/no.
 PROMPT_VERSION = "posttrainlab-mc-prompt-v1"
@@ -726,12 +727,6 @@ class WorkDir:
 # ---- the run ---------------------------------------------------------------------------------------
 
 
-def _progress(enabled: bool):
-    from posttrainlab.generation.transformers_backend import _progress as progress
-
-    return progress(enabled)
-
-
 def run_mc(
     problems: Sequence[Problem],
     backend,
@@ -782,7 +777,7 @@ def run_mc(
     ctx = Context(backend, grader, config, relabeler, keep_continuations)
     start = time.perf_counter()
     try:
-        with _progress(progress) as bar:
+        with progress_bar(progress) as bar:
             task = bar.add_task(f"labelling (n={config.n}, {config.search})", total=len(todo))
             for g in range(0, len(todo), problems_per_call):
                 group = todo[g : g + problems_per_call]

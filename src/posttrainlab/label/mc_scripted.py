@@ -19,14 +19,12 @@ exists to be simple and exactly known, not to be a model.
 from __future__ import annotations
 
 import random
-import re
 from collections.abc import Sequence
 
+from posttrainlab.data.arith.problems import OPERATIONS
+from posttrainlab.data.arith.steps import CALC_LINE
 from posttrainlab.generation import Prompt, truncate_at_stop
 from posttrainlab.generation.shared_prefix import PrefixRequest, derive_seed
-
-_CALC = re.compile(r"\s*(-?[0-9]+)\s*([-+*])\s*(-?[0-9]+)\s*=\s*(-?[0-9]+)\s*")
-_OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
 
 
 def _question(prompt: Prompt) -> str:
@@ -61,7 +59,7 @@ class ScriptedArithPolicy:
             return "\n".join([*lines, f"Answer: {problem.answer}"])
         running = None
         for step in done:
-            m = _CALC.fullmatch(step)
+            m = CALC_LINE.fullmatch(step)
             if m:
                 running = int(m.group(4))
         lines = []
@@ -69,7 +67,7 @@ class ScriptedArithPolicy:
             op, a, b = problem.program[j]
             left = running if a == PREV and running is not None else reference[j].left
             right = running if b == PREV and running is not None else reference[j].right
-            result = _OPS[op](left, right)
+            result = OPERATIONS[op](left, right)
             if rng.random() < self.p_error:
                 result += rng.choice([-1, 1]) * rng.randint(1, 9)
             lines.append(f"{left} {op} {right} = {result}")

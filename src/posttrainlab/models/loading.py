@@ -30,10 +30,10 @@ from posttrainlab.errors import BadInput, HubUnavailable
 DTYPES = ("float32", "bfloat16", "float16", "auto")
 
 
-def _is_local(path: str) -> bool:
+def is_local(path: str) -> bool:
     """Whether ``path`` names a local folder rather than a Hub id (an ``owner/name`` that does not exist here).
 
-    >>> _is_local("./models/sft"), _is_local("/tmp/m"), _is_local("sft"), _is_local("Qwen/Qwen2.5-0.5B")
+    >>> is_local("./models/sft"), is_local("/tmp/m"), is_local("sft"), is_local("Qwen/Qwen2.5-0.5B")
     (True, True, True, False)
     """
     if Path(path).exists() or path.startswith((".", "/", "~")):
@@ -42,7 +42,7 @@ def _is_local(path: str) -> bool:
     return not (len(parts) == 2 and all(hub.valid_name(p) for p in parts))
 
 
-def _check_folder(path: str) -> Path:
+def check_folder(path: str) -> Path:
     folder = Path(path).expanduser()
     if not folder.is_dir():
         raise BadInput(f"{path}: no such model folder")
@@ -51,7 +51,7 @@ def _check_folder(path: str) -> Path:
     return folder
 
 
-def _probe_model(repo_id: str) -> str | None:
+def probe_model(repo_id: str) -> str | None:
     """One GET of the model's Hub metadata; the reason it failed for lack of a network, else None.
 
     ``BadInput`` when the Hub answers that the repo does not exist (or is private/gated).
@@ -70,7 +70,7 @@ def _probe_model(repo_id: str) -> str | None:
     return None
 
 
-def _torch_dtype(dtype):
+def resolve_dtype(dtype):
     import torch
 
     if not isinstance(dtype, str):
@@ -89,7 +89,7 @@ def _from_pretrained(source: str, *, local_only: bool, trust_remote_code: bool, 
     return model, tokenizer
 
 
-def _one_line_load_error(path: str, exc: Exception, *, local_only: bool, offline_reason: str | None):
+def one_line_load_error(path: str, exc: Exception, *, local_only: bool, offline_reason: str | None):
     """Map a ``from_pretrained`` failure to ``BadInput``/``HubUnavailable``, or ``None`` to re-raise."""
     text = hub.one_line(exc, limit=200)
     if "safetensors" in text and ("no file named" in text or "does not appear to have" in text):
@@ -130,23 +130,23 @@ def load_causal_lm(path: str | os.PathLike, *, trust_remote_code: bool = False, 
     """
     path = str(path)
     offline_reason = None
-    if _is_local(path):
-        source, local_only = str(_check_folder(path)), True
+    if is_local(path):
+        source, local_only = str(check_folder(path)), True
     else:
         source = path
         local_only = hub.offline_env()
         if local_only:
             offline_reason = "HF_HUB_OFFLINE is set"
         else:
-            offline_reason = _probe_model(path)
+            offline_reason = probe_model(path)
             local_only = offline_reason is not None  # unreachable: the cache is the only hope
-    torch_dtype = _torch_dtype(dtype)
+    torch_dtype = resolve_dtype(dtype)
     try:
         model, tokenizer = _from_pretrained(
             source, local_only=local_only, trust_remote_code=trust_remote_code, dtype=torch_dtype
         )
     except Exception as e:
-        mapped = _one_line_load_error(path, e, local_only=local_only, offline_reason=offline_reason)
+        mapped = one_line_load_error(path, e, local_only=local_only, offline_reason=offline_reason)
         if mapped is None:
             raise
         raise mapped from None

@@ -291,13 +291,13 @@ def is_causal(config) -> bool:
 def _resolve(path: str) -> tuple[str, bool, str | None]:
     """``(source, local_only, offline_reason)`` for a folder or Hub id, as ``load_causal_lm`` resolves it."""
     from posttrainlab.data import hub
-    from posttrainlab.models.loading import _check_folder, _is_local, _probe_model
+    from posttrainlab.models.loading import check_folder, is_local, probe_model
 
-    if _is_local(path):
-        return str(_check_folder(path)), True, None
+    if is_local(path):
+        return str(check_folder(path)), True, None
     if hub.offline_env():
         return path, True, "HF_HUB_OFFLINE is set"
-    reason = _probe_model(path)
+    reason = probe_model(path)
     return path, reason is not None, reason
 
 
@@ -342,7 +342,7 @@ def _load(path: str, *, head: str | None, dtype, trust_remote_code: bool, for_tr
     """``(model, tokenizer, saved spec or None, head)``; ``head=None`` means "what the checkpoint is"."""
     from transformers import AutoTokenizer
 
-    from posttrainlab.models.loading import _one_line_load_error, _torch_dtype
+    from posttrainlab.models.loading import one_line_load_error, resolve_dtype
 
     source, local_only, offline_reason = _resolve(path)
     common = {"trust_remote_code": trust_remote_code, "local_files_only": local_only}
@@ -363,7 +363,7 @@ def _load(path: str, *, head: str | None, dtype, trust_remote_code: bool, for_tr
                     "expected a 2-label *ForTokenClassification, Qwen2ForProcessRewardModel or a verdict-head PRM)"
                 )
         cls = _model_class(arch, head, path)
-        kwargs: dict[str, Any] = {"dtype": _torch_dtype(dtype), "use_safetensors": True, **common}
+        kwargs: dict[str, Any] = {"dtype": resolve_dtype(dtype), "use_safetensors": True, **common}
         if cls is Qwen2ForProcessRewardModel:
             kwargs["config"] = Qwen2Config.from_pretrained(source, local_files_only=local_only)
         elif head == "token-cls" and not arch.endswith("ForTokenClassification"):
@@ -375,7 +375,7 @@ def _load(path: str, *, head: str | None, dtype, trust_remote_code: bool, for_tr
     except BadInput:
         raise
     except Exception as e:
-        mapped = _one_line_load_error(path, e, local_only=local_only, offline_reason=offline_reason)
+        mapped = one_line_load_error(path, e, local_only=local_only, offline_reason=offline_reason)
         if mapped is None:
             raise
         raise mapped from None

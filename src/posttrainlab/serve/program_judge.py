@@ -39,7 +39,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from posttrainlab.data.arith.steps import _ANSWER, _CALC, parse_question, step_verdicts
+from posttrainlab.data.arith.steps import ANSWER_LINE, CALC_LINE, parse_question, step_verdicts
 from posttrainlab.data.formats.hal import NO_HALLUCINATIONS, Span, insert_hal
 from posttrainlab.eval.judge_client import HALLUCINATION_KEY
 from posttrainlab.generation import Prompt
@@ -84,18 +84,18 @@ def _unit(*parts: object) -> float:
 def minimal_fragment(line: Line, correct_result_only: bool) -> Span:
     """The part of a wrong line to mark: the result or answer number when only it is wrong, else the line."""
     if correct_result_only:
-        m = _ANSWER.fullmatch(line.text) or _CALC.fullmatch(line.text)
+        m = ANSWER_LINE.fullmatch(line.text) or CALC_LINE.fullmatch(line.text)
         if m is not None:
-            group = 1 if m.re is _ANSWER else 4
+            group = 1 if m.re is ANSWER_LINE else 4
             return line.start + m.start(group), line.start + m.end(group)
     return line.start, line.end
 
 
 def _result_only_wrong(problem, index: int, text: str) -> bool:
     """True when fixing just the result (or answer) number would make line ``index`` right."""
-    if _ANSWER.fullmatch(text):
+    if ANSWER_LINE.fullmatch(text):
         return True
-    m = _CALC.fullmatch(text)
+    m = CALC_LINE.fullmatch(text)
     if m is None or index >= len(problem.lines()):
         return False
     fixed = f"{m.group(1)} {m.group(2)} {m.group(3)} = {problem.lines()[index].result}"
@@ -155,7 +155,7 @@ class ArithProgramJudge:
         texts = [x.text for x in lines]
         verdicts = step_verdicts(problem, texts)
         wrong = [i for i, ok in enumerate(verdicts) if not ok]
-        if not wrong and texts and not _ANSWER.fullmatch(texts[-1]):
+        if not wrong and texts and not ANSWER_LINE.fullmatch(texts[-1]):
             wrong = [len(texts) - 1]  # all claims true but no answer line: steps.first_error's last step
         return wrong
 

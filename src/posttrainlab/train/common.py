@@ -90,6 +90,8 @@ def training_arguments(optim: OptimConfig, output_dir: str) -> dict[str, Any]:
         "use_cpu": not torch.cuda.is_available(),
         "dataloader_num_workers": 0,
         "bf16": torch.cuda.is_available() and torch.cuda.is_bf16_supported(),
+        # set explicitly: TRL's configs default the deprecated `gradient_checkpointing` alias to True
+        "activation_checkpointing": optim.activation_checkpointing,
     }
 
 

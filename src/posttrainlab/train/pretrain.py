@@ -35,14 +35,14 @@ class PretrainOptim:
     weight_decay: float = 0.0
     logging_steps: int = 20
     save_steps: int = 400
-    seed: int = 0
+    seed: int = 1  # chosen on dev with the init seed: at lr 1e-3 some seeds train much worse (docs/policy-lab.md)
 
 
 @dataclass
 class PretrainConfig:
     """configs/models/tiny-base.yaml: the model shape, the corpus, the optimisation."""
 
-    model: TinyModelConfig = field(default_factory=TinyModelConfig)
+    model: TinyModelConfig = field(default_factory=lambda: TinyModelConfig(seed=1))
     corpus: CorpusConfig = field(default_factory=CorpusConfig)
     train: PretrainOptim = field(default_factory=PretrainOptim)
     heldout_per_op: int = 200  # greedy accuracy on fresh equations after training
@@ -111,7 +111,7 @@ def heldout_accuracy(model, tokenizer, n_per_op: int, seed: int, exclude: set) -
 
     import torch
 
-    from posttrainlab.data.arith.corpus import _single
+    from posttrainlab.data.arith.corpus import single_program
 
     rng = random.Random(f"heldout:{seed}")
     cfg = CorpusConfig(small_share=0.0)  # arith-v1's operand sizes
@@ -120,7 +120,7 @@ def heldout_accuracy(model, tokenizer, n_per_op: int, seed: int, exclude: set) -
     for op in "+-*":
         probs = []
         while len(probs) < n_per_op:
-            (p,) = _single(rng, cfg)
+            (p,) = single_program(rng, cfg)
             if p[0] == op and (p,) not in exclude:
                 probs.append(p)
         prompts = [f"{a} {o} {b} =" for o, a, b in probs]

@@ -37,6 +37,9 @@ class OptimConfig:
     save_steps: int = 100  # checkpoint every N steps; a killed run resumes from the last one
     save_total_limit: int = 2
     seed: int = 0
+    # Recompute activations in the backward pass: less memory, ~25% more compute. TRL turns it on by
+    # default; it pays for large models on GPUs, not for the tiny CPU model (bench/bench_sft_throughput.py).
+    activation_checkpointing: bool = False
 
 
 @dataclass

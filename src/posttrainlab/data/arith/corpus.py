@@ -49,7 +49,7 @@ def _operand(rng: random.Random, max_digits: int) -> int:
     return rng.randint(0 if digits == 1 else 10 ** (digits - 1), 10**digits - 1)
 
 
-def _single(rng: random.Random, cfg: CorpusConfig) -> tuple[Step, ...]:
+def single_program(rng: random.Random, cfg: CorpusConfig) -> tuple[Step, ...]:
     op = rng.choice("+-*")
     if op == "*":
         if rng.random() < 0.7:
@@ -69,7 +69,7 @@ def _single(rng: random.Random, cfg: CorpusConfig) -> tuple[Step, ...]:
 
 
 def _chain(rng: random.Random, cfg: CorpusConfig) -> tuple[Step, ...]:
-    first = _single(rng, CorpusConfig(max_digits=2))[0]
+    first = single_program(rng, CorpusConfig(max_digits=2))[0]
     op2 = rng.choice("+-*")
     c = rng.randint(2, 12) if op2 == "*" else _operand(rng, cfg.max_digits)
     if rng.random() < 0.5:
@@ -99,7 +99,7 @@ def draw_corpus(cfg: CorpusConfig, exclude: set | None = None) -> tuple[list[Ite
         u = rng.random()
         worked = u < cfg.worked_share
         chain = worked and rng.random() < 0.5 or (not worked and u < cfg.worked_share + cfg.chain_share)
-        program = _chain(rng, cfg) if chain else _single(rng, cfg)
+        program = _chain(rng, cfg) if chain else single_program(rng, cfg)
         if not _valid(program):
             continue
         if program in exclude:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import random
 
-from posttrainlab.data.arith.problems import _OPS, PREV, Line, Problem, render_solution
+from posttrainlab.data.arith.problems import OPERATIONS, PREV, Line, Problem, render_solution
 
 CORRUPTIONS = ("arithmetic_slip", "operand_error", "inconsistent_answer", "missing_answer")
 EXPECTED_OUTCOME = {
@@ -43,7 +43,7 @@ def _propagate(problem: Problem, k: int, left: int | None = None, right: int | N
         if i == k:
             lv = left if left is not None else lv
             rv = right if right is not None else rv
-        value = _OPS[op](lv, rv)
+        value = OPERATIONS[op](lv, rv)
         if i == k and result is not None:
             value = result
         if min(lv, rv, value) < 0:

@@ -37,7 +37,7 @@ PREV = "prev"  # an operand that is the previous step's result
 Operand = int | str
 Step = tuple[str, Operand, Operand]  # (operator, left, right)
 
-_OPS: dict[str, Callable[[int, int], int]] = {
+OPERATIONS: dict[str, Callable[[int, int], int]] = {
     "+": lambda a, b: a + b,
     "-": lambda a, b: a - b,
     "*": lambda a, b: a * b,
@@ -67,7 +67,7 @@ def execute(program: tuple[Step, ...]) -> list[Line]:
     for op, a, b in program:
         left = lines[-1].result if a == PREV else int(a)
         right = lines[-1].result if b == PREV else int(b)
-        lines.append(Line(op, left, right, _OPS[op](left, right)))
+        lines.append(Line(op, left, right, OPERATIONS[op](left, right)))
     return lines
 
 

@@ -35,8 +35,8 @@ from functools import cache
 
 from posttrainlab.data.arith.problems import TEMPLATES, Problem
 
-_CALC = re.compile(r"\s*(-?[0-9]+)\s*([-+*])\s*(-?[0-9]+)\s*=\s*(-?[0-9]+)\s*")
-_ANSWER = re.compile(r"Answer: *(-?[0-9]+) *")  # the grader's required form (grading/arith.py)
+CALC_LINE = re.compile(r"\s*(-?[0-9]+)\s*([-+*])\s*(-?[0-9]+)\s*=\s*(-?[0-9]+)\s*")
+ANSWER_LINE = re.compile(r"Answer: *(-?[0-9]+) *")  # the grader's required form (grading/arith.py)
 
 
 _FIELDS = {"a": "-?[0-9]+", "b": "-?[0-9]+", "c": "-?[0-9]+", "name": r"[A-Z][a-z]+", "item": r"[a-z]+"}
@@ -84,11 +84,11 @@ def step_verdicts(problem: Problem, steps: list[str]) -> list[bool]:
     reference = problem.lines()
     verdicts = []
     for i, step in enumerate(steps):
-        answer = _ANSWER.fullmatch(step)
+        answer = ANSWER_LINE.fullmatch(step)
         if answer:
             verdicts.append(int(answer.group(1)) == problem.answer)
             continue
-        calc = _CALC.fullmatch(step)
+        calc = CALC_LINE.fullmatch(step)
         if not calc or i >= len(reference):
             verdicts.append(False)
             continue
@@ -112,7 +112,7 @@ def first_error(problem: Problem, steps: list[str]) -> int:
     for i, ok in enumerate(verdicts):
         if not ok:
             return i
-    if steps and not _ANSWER.fullmatch(steps[-1]):
+    if steps and not ANSWER_LINE.fullmatch(steps[-1]):
         return len(steps) - 1  # all claims true, but the answer line is missing
     return -1
 

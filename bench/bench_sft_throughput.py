@@ -38,7 +38,7 @@ def run(name: str, model_dir: Path, data_dir: Path, work: Path, **switches) -> f
     t0 = time.perf_counter()
     trainer.train()
     seconds = time.perf_counter() - t0
-    print(f"{name:<28}: {real:>8} real tokens in {seconds:6.1f} s = {real / seconds:7.0f} tokens/s")
+    print(f"{name:<32}: {real:>8} real tokens in {seconds:6.1f} s = {real / seconds:7.0f} tokens/s")
     return real / seconds
 
 

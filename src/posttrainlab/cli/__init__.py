@@ -11,6 +11,7 @@ failure.
 from __future__ import annotations
 
 import sys
+import warnings
 
 import typer
 
@@ -57,6 +58,9 @@ def _root(
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: run the app and turn ``PosttrainError`` into one line and its exit code."""
+    # TRL 1.16 reads `model.is_gradient_checkpointing`, which transformers 5.24 deprecates: a warning at every
+    # checkpoint save that no user of this CLI can act on
+    warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
     try:
         app(args=argv, prog_name="posttrain")
     except PosttrainError as e:

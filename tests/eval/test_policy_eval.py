@@ -91,12 +91,9 @@ def handmade(tmp_path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def arith(tmp_path_factory) -> Path:
-    from posttrainlab.data.arith.release import prepare
-
-    out = tmp_path_factory.mktemp("data") / "arith-v1"
-    prepare(out)
-    return out
+def arith(arith_dir) -> Path:
+    """The session's arith-v1 build (tests/conftest.py)."""
+    return arith_dir
 
 
 @pytest.fixture(scope="module")

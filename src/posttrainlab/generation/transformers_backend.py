@@ -224,25 +224,27 @@ class TransformersBackend:
         pass; with arith-v1's ~180-token prompts that prefill is most of the work (8x slower for n=16 on
         the tiny model). Prompt ``i`` samples from its own generator, seeded ``derive_seed(seed, i)``.
         """
-        from posttrainlab.generation.shared_prefix import derive_seed, sample_shared_prefix
+        from posttrainlab.generation.shared_prefix import derive_seed
 
         requests = [PrefixRequest(p, "", derive_seed(seed, i)) for i, p in enumerate(prompts)]
+        sampling = {"n": n, "temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens, "stop": stop}
         with progress_bar(self.progress) as bar:
             task = bar.add_task("generating", total=len(prompts))
-            return sample_shared_prefix(
-                self.model,
-                self.tokenizer,
-                requests,
-                n=n,
-                temperature=temperature,
-                top_p=top_p,
-                max_new_tokens=max_new_tokens,
-                stop=stop,
-                eos_ids=self.eos_ids(),
-                batch_size=self.batch_size,
-                stats=self.stats,
-                on_batch=lambda k: bar.advance(task, k),
-            )
+            return self._shared_prefix(requests, sampling, on_batch=lambda k: bar.advance(task, k))
+
+    def _shared_prefix(self, requests, sampling: dict, on_batch=None) -> list[list[str]]:
+        from posttrainlab.generation.shared_prefix import sample_shared_prefix
+
+        return sample_shared_prefix(
+            self.model,
+            self.tokenizer,
+            requests,
+            **sampling,
+            eos_ids=self.eos_ids(),
+            batch_size=self.batch_size,
+            stats=self.stats,
+            on_batch=on_batch,
+        )
 
     def sample_continuations(
         self,
@@ -258,18 +260,5 @@ class TransformersBackend:
 
         ``batch_size`` prefixes share a prefill forward pass; each request samples with its own seed.
         """
-        from posttrainlab.generation.shared_prefix import sample_shared_prefix
-
-        return sample_shared_prefix(
-            self.model,
-            self.tokenizer,
-            requests,
-            n=n,
-            temperature=temperature,
-            top_p=top_p,
-            max_new_tokens=max_new_tokens,
-            stop=stop,
-            eos_ids=self.eos_ids(),
-            batch_size=self.batch_size,
-            stats=self.stats,
-        )
+        sampling = {"n": n, "temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens, "stop": stop}
+        return self._shared_prefix(requests, sampling)

@@ -24,25 +24,13 @@ def _print_table(stats: dict, title: str) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from posttrainlab.label.mc import value_rows
+
     table = Table(title=title)
     table.add_column("bucket")
     for name in stats:
         table.add_column(name, justify="right")
-    for key, label in (
-        ("rows", "rows"),
-        ("v_eq_0", "V == 0"),
-        ("v_eq_1", "V == 1"),
-        ("v_mid", "0 < V < 1"),
-        ("v_10_90", "V in [0.1, 0.9]"),
-        ("correct", "correct (V >= 0.5)"),
-        ("mean_v", "mean V"),
-    ):
-        cells = []
-        for s in stats.values():
-            v = s.get(key)
-            cells.append(
-                "-" if v is None else str(v) if key == "rows" else f"{v:.3f}" if key == "mean_v" else f"{v:.1%}"
-            )
+    for label, cells in value_rows(stats):
         table.add_row(label, *cells)
     Console().print(table)
 

@@ -25,6 +25,20 @@ import typer
 from posttrainlab.errors import BadInput
 from posttrainlab.progress import progress_bar
 
+# the SHARP views' selection and train/test split, shared by `annotate` and `data sharp-build`
+Select = Annotated[str, typer.Option("--select", help="all, or one-per-problem (lowest sample index).")]
+TestShare = Annotated[float, typer.Option("--test-share", help="Share of problems in the test split.")]
+SplitSeed = Annotated[int, typer.Option("--seed", help="Seed of the train/test split.")]
+
+
+def _check_split(select: str, test_share: float) -> None:
+    from posttrainlab.label.sharp_build import SELECTIONS
+
+    if select not in SELECTIONS:
+        raise BadInput(f"--select {select!r}: choose one of {', '.join(SELECTIONS)}")
+    if not 0 <= test_share < 1:
+        raise BadInput(f"--test-share {test_share}: must be in [0, 1)")
+
 
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
@@ -120,18 +134,14 @@ def annotate(
     limit: Annotated[int | None, typer.Option("--limit", help="The first N solutions only.")] = None,
     retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Annotate failed rows again.")] = False,
     views: Annotated[bool, typer.Option("--views/--no-views", help="Write the span/step views at the end.")] = True,
-    select: Annotated[str, typer.Option("--select", help="all, or one-per-problem (lowest sample index).")] = "all",
-    test_share: Annotated[float, typer.Option("--test-share", help="Share of problems in the test split.")] = 0.1,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the train/test split.")] = 0,
+    select: Select = "all",
+    test_share: TestShare = 0.1,
+    seed: SplitSeed = 0,
 ) -> None:
     """Mark wrong fragments with <HAL> by an LLM judge; verify, repair or regenerate; write the SHARP views."""
     from posttrainlab.label.annotate import AnnotateConfig, run_annotate
-    from posttrainlab.label.sharp_build import SELECTIONS
 
-    if select not in SELECTIONS:
-        raise BadInput(f"--select {select!r}: choose one of {', '.join(SELECTIONS)}")
-    if not 0 <= test_share < 1:
-        raise BadInput(f"--test-share {test_share}: must be in [0, 1)")
+    _check_split(select, test_share)
     cfg = AnnotateConfig(
         data=data,
         out=out,
@@ -185,17 +195,14 @@ def sharp_build(
         Path, typer.Option("--annotations", help="annotations.jsonl of posttrain annotate (or its folder).")
     ],
     out: Annotated[Path, typer.Option("--out", help="Output folder (replaced atomically).")],
-    select: Annotated[str, typer.Option("--select", help="all, or one-per-problem (lowest sample index).")] = "all",
-    test_share: Annotated[float, typer.Option("--test-share", help="Share of problems in the test split.")] = 0.1,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the train/test split.")] = 0,
+    select: Select = "all",
+    test_share: TestShare = 0.1,
+    seed: SplitSeed = 0,
 ) -> None:
     """Span view, step view and a train/test split by problem from an annotation run (failed rows left out)."""
-    from posttrainlab.label.sharp_build import SELECTIONS, load_records
+    from posttrainlab.label.sharp_build import load_records
 
-    if select not in SELECTIONS:
-        raise BadInput(f"--select {select!r}: choose one of {', '.join(SELECTIONS)}")
-    if not 0 <= test_share < 1:
-        raise BadInput(f"--test-share {test_share}: must be in [0, 1)")
+    _check_split(select, test_share)
     _build(load_records(annotations), out, select, test_share, seed)
 
 

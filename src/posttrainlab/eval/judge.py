@@ -233,37 +233,79 @@ def make_record(index: int, row: dict[str, Any], answer: JudgeAnswer, model_name
     }
 
 
-def _finished(path: Path, rows: list[dict[str, Any]], cfg: JudgeConfig) -> tuple[dict[int, dict], list[str]]:
-    """Finished records by index, checked against the data; failed ones dropped when retrying them."""
+def has_row_index(rec: dict[str, Any]) -> bool:
+    """Whether a run-file record carries a usable row index (an int >= 0)."""
+    index = rec.get("index")
+    return isinstance(index, int) and index >= 0
+
+
+def finished_records(
+    path: Path,
+    rows: list[dict[str, Any]],
+    *,
+    check: Callable[[dict[str, Any]], str | None],
+    key_of: Callable[[dict[str, Any]], str],
+    model_name: str,
+    is_failed: Callable[[dict[str, Any]], bool],
+    retry_failed: bool,
+    mismatch: str,
+    hint: str,
+    again: str,
+) -> tuple[dict[int, dict[str, Any]], list[str]]:
+    """Finished records of a resumable run file by row index, checked against ``rows``.
+
+    Shared by ``posttrain eval judge`` and ``posttrain annotate``. Each record must pass ``check`` (its
+    own fields, the row index among them), point at an existing row whose ``key_of`` matches the
+    record's ``key`` and come from ``model_name``; anything else is ``BadInput`` (``mismatch`` names a
+    row that does not match, ``hint`` says what to do). Repeated indices keep the first record. With
+    ``retry_failed`` the records ``is_failed`` picks are removed from the file and from the result
+    (``again``: "judged", "annotated"), so they run again.
+    """
     records, notes = read_run_file(path)
     done: dict[int, dict[str, Any]] = {}
     duplicates = 0
     for n, rec in enumerate(records, start=1):
         index = rec.get("index")
-        fault = check_record(rec) or (None if isinstance(index, int) and index >= 0 else "no row index")
+        fault = check(rec)
         if fault is None and index >= len(rows):
             fault = f"row index {index} but the data has {len(rows)} rows"
-        if fault is None and rec.get("key") != row_key(rows[index]):
-            fault = f"row {index} does not match {cfg.data_file} (other data under the same run name?)"
-        if fault is None and rec.get("model") != cfg.model_name:
-            fault = f"made by model {rec.get('model')!r}, not {cfg.model_name!r}"
+        if fault is None and rec.get("key") != key_of(rows[index]):
+            fault = f"row {index} does not match {mismatch}"
+        if fault is None and rec.get("model") != model_name:
+            fault = f"made by model {rec.get('model')!r}, not {model_name!r}"
         if fault is not None:
-            raise BadInput(f"{path}: record {n}: {fault}; use another --output-dir or --run-tag")
+            raise BadInput(f"{path}: record {n}: {fault}; {hint}")
         if index in done:
             duplicates += 1
             continue
         done[index] = rec
     if duplicates:
         notes.append(f"{path}: {duplicates} duplicate records ignored (the first of each index is kept)")
-    failed = [i for i, r in done.items() if r["hallucination_list"] is None]
-    if cfg.retry_failed and failed:
-        kept = [r for i, r in sorted(done.items()) if r["hallucination_list"] is not None]
+    failed = [i for i, r in done.items() if is_failed(r)]
+    if retry_failed and failed:
+        kept = [r for _, r in sorted(done.items()) if not is_failed(r)]
         with atomic_path(path) as tmp:
             tmp.write_text("".join(dumps(r) + "\n" for r in kept), encoding="utf-8")
         for i in failed:
             del done[i]
-        notes.append(f"{path}: {len(failed)} failed rows will be judged again")
+        notes.append(f"{path}: {len(failed)} failed rows will be {again} again")
     return done, notes
+
+
+def _finished(path: Path, rows: list[dict[str, Any]], cfg: JudgeConfig) -> tuple[dict[int, dict], list[str]]:
+    """Finished judge records by index (``finished_records``); failed ones dropped when retrying them."""
+    return finished_records(
+        path,
+        rows,
+        check=lambda rec: check_record(rec) or (None if has_row_index(rec) else "no row index"),
+        key_of=row_key,
+        model_name=cfg.model_name,
+        is_failed=lambda rec: rec["hallucination_list"] is None,
+        retry_failed=cfg.retry_failed,
+        mismatch=f"{cfg.data_file} (other data under the same run name?)",
+        hint="use another --output-dir or --run-tag",
+        again="judged",
+    )
 
 
 def run_pool(

@@ -1,6 +1,6 @@
 """The PRM evaluation's plots, each a function from a metrics dict to PNG bytes (or ``None``).
 
-Drawn like the report's plots (``posttrainlab.report.plots``): matplotlib imported inside the function,
+Drawn with the report's ``figure`` / ``png_bytes`` (``posttrainlab.report.plots``): matplotlib imported lazily,
 an explicit Agg canvas (no pyplot, no global backend switch, no display needed), PNG bytes without a
 "Software" stamp so the same numbers give the same file. Kept in ``eval`` because ``eval prm`` and
 ``eval best-of-n`` write them beside their metrics; the report can embed the bytes as they are.
@@ -10,10 +10,10 @@ Written by hand: two small figures, not worth a plotting dependency beyond matpl
 
 from __future__ import annotations
 
-import io
 from typing import Any
 
-_DPI = 100
+from posttrainlab.report.plots import figure, png_bytes
+
 SELECTOR_COLORS = {
     "oracle": "#9e9e9e",
     "majority": "#1f77b4",
@@ -25,21 +25,6 @@ SELECTOR_COLORS = {
 }
 
 
-def _figure(width: float, height: float):
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(width, height), dpi=_DPI, layout="constrained")
-    FigureCanvasAgg(fig)
-    return fig
-
-
-def _png(fig) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=_DPI, metadata={"Software": None})
-    return buf.getvalue()
-
-
 def reliability_png(calibration: dict[str, Any], title: str = "PRM step scores") -> bytes | None:
     """Reliability diagram: accuracy against mean P(correct) per non-empty bin, bin counts below.
 
@@ -48,7 +33,7 @@ def reliability_png(calibration: dict[str, Any], title: str = "PRM step scores")
     bins = [b for b in calibration.get("bins", []) if b.get("count")]
     if not bins:
         return None
-    fig = _figure(4.2, 4.6)
+    fig = figure(4.2, 4.6)
     top, bottom = fig.subplots(2, 1, height_ratios=[3, 1], sharex=True)
     width = bins[0]["upper"] - bins[0]["lower"]
     centres = [(b["lower"] + b["upper"]) / 2 for b in bins]
@@ -77,7 +62,7 @@ def reliability_png(calibration: dict[str, Any], title: str = "PRM step scores")
     bottom.set_xlabel("predicted P(correct)", fontsize=8)
     bottom.set_ylabel("steps", fontsize=8)
     bottom.tick_params(labelsize=7)
-    return _png(fig)
+    return png_bytes(fig)
 
 
 def best_of_n_png(bon: dict[str, Any]) -> bytes | None:
@@ -86,7 +71,7 @@ def best_of_n_png(bon: dict[str, Any]) -> bytes | None:
     curves = {k: v for k, v in curves.items() if v}
     if not curves:
         return None
-    fig = _figure(6.2, 3.8)
+    fig = figure(6.2, 3.8)
     ax = fig.subplots()
     top = 0.0
     for name, by_n in curves.items():
@@ -111,7 +96,7 @@ def best_of_n_png(bon: dict[str, Any]) -> bytes | None:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
     ax.set_title(f"Best-of-n on {bon.get('problems', '?')} problems (bands: 95% Wilson)", fontsize=9)
-    return _png(fig)
+    return png_bytes(fig)
 
 
 __all__ = ["best_of_n_png", "reliability_png"]

@@ -44,12 +44,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from posttrainlab.data.atomic import atomic_path
 from posttrainlab.data.formats.hal import HalMarkupError
 from posttrainlab.data.formats.readers import iter_rows
-from posttrainlab.data.jsonl import append_jsonl, dumps
+from posttrainlab.data.jsonl import append_jsonl
 from posttrainlab.errors import BadInput
-from posttrainlab.eval.judge import read_run_file, run_pool
+from posttrainlab.eval.judge import finished_records as shared_finished_records
+from posttrainlab.eval.judge import has_row_index, run_pool
 from posttrainlab.eval.judge_client import (
     REJECTED_TEXT_CHARS,
     ChatClient,
@@ -292,37 +292,24 @@ def finished_records(
     path: Path, rows: list[dict[str, Any]], model_name: str, *, retry_failed: bool = False
 ) -> tuple[dict[int, dict[str, Any]], list[str]]:
     """Finished records by row index, checked against ``rows``; failed ones removed when retrying them."""
-    records, notes = read_run_file(path)
-    done: dict[int, dict[str, Any]] = {}
-    duplicates = 0
-    for n, rec in enumerate(records, start=1):
-        index = rec.get("index")
-        fault = None if isinstance(index, int) and 0 <= index else "no row index"
-        if fault is None and rec.get("status") not in STATUSES:
-            fault = f"unknown status {rec.get('status')!r}"
-        if fault is None and index >= len(rows):
-            fault = f"row index {index} but the data has {len(rows)} rows"
-        if fault is None and rec.get("key") != row_key(rows[index]["question"], rows[index]["steps"]):
-            fault = f"row {index} does not match the data (other data in the same --out?)"
-        if fault is None and rec.get("model") != model_name:
-            fault = f"made by model {rec.get('model')!r}, not {model_name!r}"
-        if fault is not None:
-            raise BadInput(f"{path}: record {n}: {fault}; use another --out")
-        if index in done:
-            duplicates += 1
-            continue
-        done[index] = rec
-    if duplicates:
-        notes.append(f"{path}: {duplicates} duplicate records ignored (the first of each index is kept)")
-    failed = [i for i, r in done.items() if r["status"] == "failed"]
-    if retry_failed and failed:
-        kept = [r for _, r in sorted(done.items()) if r["status"] != "failed"]
-        with atomic_path(path) as tmp:
-            tmp.write_text("".join(dumps(r) + "\n" for r in kept), encoding="utf-8")
-        for i in failed:
-            del done[i]
-        notes.append(f"{path}: {len(failed)} failed rows will be annotated again")
-    return done, notes
+
+    def check(rec: dict[str, Any]) -> str | None:
+        if not has_row_index(rec):
+            return "no row index"
+        return None if rec.get("status") in STATUSES else f"unknown status {rec.get('status')!r}"
+
+    return shared_finished_records(
+        path,
+        rows,
+        check=check,
+        key_of=lambda row: row_key(row["question"], row["steps"]),
+        model_name=model_name,
+        is_failed=lambda rec: rec["status"] == "failed",
+        retry_failed=retry_failed,
+        mismatch="the data (other data in the same --out?)",
+        hint="use another --out",
+        again="annotated",
+    )
 
 
 @dataclass

@@ -606,22 +606,23 @@ def mid_difficulty(rows: Iterable[dict[str, Any]], solve_rate: dict[str, float],
     return [r for r in rows if lo <= solve_rate[r["id"]] <= hi]
 
 
-def value_table(stats: dict[str, dict[str, Any]]) -> str:
-    """The card's value-distribution table as Markdown, one column per split/variant."""
-    names = list(stats)
-    labels = [
-        ("rows", "rows"),
-        ("v_eq_0", "V == 0"),
-        ("v_eq_1", "V == 1"),
-        ("v_mid", "0 < V < 1"),
-        ("v_10_90", "V in [0.1, 0.9]"),
-        ("correct", "correct (V >= 0.5)"),
-        ("mean_v", "mean V"),
-    ]
-    lines = ["| bucket | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
-    for key, label in labels:
+VALUE_BUCKETS = (
+    ("rows", "rows"),
+    ("v_eq_0", "V == 0"),
+    ("v_eq_1", "V == 1"),
+    ("v_mid", "0 < V < 1"),
+    ("v_10_90", "V in [0.1, 0.9]"),
+    ("correct", "correct (V >= 0.5)"),
+    ("mean_v", "mean V"),
+)
+
+
+def value_rows(stats: dict[str, dict[str, Any]]) -> list[tuple[str, list[str]]]:
+    """The card's value-distribution table as ``(bucket label, one formatted cell per column)`` rows."""
+    rows = []
+    for key, label in VALUE_BUCKETS:
         cells = []
-        for name in names:
+        for name in stats:
             value = stats[name].get(key)
             if value is None:
                 cells.append("-")
@@ -631,7 +632,15 @@ def value_table(stats: dict[str, dict[str, Any]]) -> str:
                 cells.append(f"{value:.3f}")
             else:
                 cells.append(f"{100 * value:.1f}%")
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+        rows.append((label, cells))
+    return rows
+
+
+def value_table(stats: dict[str, dict[str, Any]]) -> str:
+    """The card's value-distribution table as Markdown, one column per split/variant."""
+    names = list(stats)
+    lines = ["| bucket | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
+    lines += [f"| {label} | " + " | ".join(cells) + " |" for label, cells in value_rows(stats)]
     return "\n".join(lines) + "\n"
 
 
@@ -912,5 +921,6 @@ __all__ = [
     "simulate_binary",
     "split_trace",
     "validation_ids",
+    "value_rows",
     "value_table",
 ]

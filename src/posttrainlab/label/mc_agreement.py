@@ -25,30 +25,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from posttrainlab.errors import BadInput
+from posttrainlab.eval.agreement import cohen_kappa
 from posttrainlab.label.mc import exact_labels, simulate_binary
-
-
-def cohen_kappa(a: Sequence[int], b: Sequence[int]) -> float | None:
-    """Cohen's kappa of two binary labelings; None when chance agreement is 1 (both constant and equal).
-
-    kappa = (p_o - p_e) / (1 - p_e), p_o the observed agreement, p_e = P(a=1)P(b=1) + P(a=0)P(b=0).
-
-    >>> cohen_kappa([1, 1, 0, 0], [1, 0, 0, 0])
-    0.5
-    >>> cohen_kappa([1, 1], [1, 1]) is None
-    True
-    """
-    if len(a) != len(b):
-        raise ValueError(f"{len(a)} labels against {len(b)}")
-    n = len(a)
-    if n == 0:
-        return None
-    p_o = sum(x == y for x, y in zip(a, b, strict=True)) / n
-    pa, pb = sum(a) / n, sum(b) / n
-    p_e = pa * pb + (1 - pa) * (1 - pb)
-    if p_e == 1:
-        return None
-    return (p_o - p_e) / (1 - p_e)
 
 
 def _accuracy(a: Sequence[int], b: Sequence[int]) -> float | None:

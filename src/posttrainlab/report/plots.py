@@ -118,7 +118,8 @@ def series(rows: Sequence[dict], key: str) -> tuple[list[float], list[float]]:
     return xs, ys
 
 
-def _figure(width: float, height: float):
+def figure(width: float, height: float):
+    """A matplotlib Figure on its own Agg canvas (no pyplot, no global backend), ``width`` x ``height`` inches."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -127,7 +128,8 @@ def _figure(width: float, height: float):
     return fig
 
 
-def _png(fig) -> bytes:
+def png_bytes(fig) -> bytes:
+    """The figure as PNG bytes, reproducible for the same inputs."""
     buf = io.BytesIO()
     # No "Software" stamp, so the same inputs give the same bytes on every matplotlib patch release.
     fig.savefig(buf, format="png", dpi=_DPI, metadata={"Software": None})
@@ -143,7 +145,7 @@ def training_curves(stage: str, rows: Sequence[dict]) -> bytes | None:
     panels = [p for p in panels if p[1]]
     if not panels:
         return None
-    fig = _figure(2.7 * len(panels) + 0.3, 2.4)
+    fig = figure(2.7 * len(panels) + 0.3, 2.4)
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     color = METHOD_COLORS.get(stage, "#444444")
     for ax, (key, xs, ys) in zip(axes, panels, strict=True):
@@ -161,7 +163,7 @@ def training_curves(stage: str, rows: Sequence[dict]) -> bytes | None:
         ax.tick_params(labelsize=7)
         ax.grid(alpha=0.3)
     fig.suptitle("Base model pretraining" if stage == "pretrain" else f"{method_label(stage)} training", fontsize=10)
-    return _png(fig)
+    return png_bytes(fig)
 
 
 def _grouped_bars(ax, groups: list[str], bars: dict[str, list[Stat | None]]) -> None:
@@ -205,11 +207,11 @@ def category_accuracy(metrics: dict[str, dict]) -> bytes | None:
     bars = {k: v for k, v in bars.items() if any(v)}
     if not bars:
         return None
-    fig = _figure(7.8, 3.0)
+    fig = figure(7.8, 3.0)
     ax = fig.subplots()
     _grouped_bars(ax, ["overall", *cats], bars)
     ax.set_title("Exact-answer accuracy (error bars: 95% intervals)", fontsize=10)
-    return _png(fig)
+    return png_bytes(fig)
 
 
 def shares_of_outcomes(m: dict | None) -> dict:
@@ -236,7 +238,7 @@ def outcome_shares(metrics: dict[str, dict]) -> bytes | None:
     if not shares:
         return None
     kinds = ordered({k for out in shares.values() for k in out}, OUTCOMES)
-    fig = _figure(1.3 * len(shares) + 3.0, 2.8)
+    fig = figure(1.3 * len(shares) + 3.0, 2.8)
     ax = fig.subplots()
     bottom = [0.0] * len(shares)
     for kind in kinds:
@@ -252,7 +254,7 @@ def outcome_shares(metrics: dict[str, dict]) -> bytes | None:
     ax.tick_params(axis="y", labelsize=7)
     ax.legend([k.replace("_", " ") for k in kinds], fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
     ax.set_title("Outcome types", fontsize=10)
-    return _png(fig)
+    return png_bytes(fig)
 
 
 def preference_accuracy(metrics: dict[str, dict]) -> bytes | None:
@@ -266,9 +268,9 @@ def preference_accuracy(metrics: dict[str, dict]) -> bytes | None:
     bars = {k: v for k, v in bars.items() if any(v)}
     if not bars:
         return None
-    fig = _figure(7.8, 3.0)
+    fig = figure(7.8, 3.0)
     ax = fig.subplots()
     _grouped_bars(ax, ["all pairs", *corrs], bars)
     ax.axhline(50, color="#555555", linewidth=0.8, linestyle="--")
     ax.set_title("Preference accuracy (chosen ranked above rejected; dashed: chance)", fontsize=10)
-    return _png(fig)
+    return png_bytes(fig)

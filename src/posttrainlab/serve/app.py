@@ -350,6 +350,19 @@ def create_app(
         p, c = sum(prompt_tokens), sum(completion_tokens)  # type: ignore[arg-type]
         return {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
 
+    def reply(id_prefix: str, kind: str, choices: list[dict], used: dict[str, int] | None) -> JSONResponse:
+        """An OpenAI response body: id, object, created, model, choices and, when counted, usage."""
+        body = {
+            "id": f"{id_prefix}-{uuid.uuid4().hex}",
+            "object": kind,
+            "created": int(time.time()),
+            "model": model_name,
+            "choices": choices,
+        }
+        if used is not None:
+            body["usage"] = used
+        return JSONResponse(body)
+
     @router.post("/chat/completions")
     async def chat_completions(req: ChatRequest) -> JSONResponse:
         _check_request(req, model_name)
@@ -364,16 +377,7 @@ def create_app(
             counts.append(used)
             message = {"role": "assistant", "content": text}
             choices.append({"index": i, "message": message, "finish_reason": reason, "logprobs": None})
-        body = {
-            "id": f"chatcmpl-{uuid.uuid4().hex}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": model_name,
-            "choices": choices,
-        }
-        if (u := usage(prompt_tokens, counts)) is not None:
-            body["usage"] = u
-        return JSONResponse(body)
+        return reply("chatcmpl", "chat.completion", choices, usage(prompt_tokens, counts))
 
     @router.post("/completions")
     async def completions(req: CompletionRequest) -> JSONResponse:
@@ -390,16 +394,7 @@ def create_app(
                 reason, used = finished(text, max_tokens)
                 counts.append(used)
                 choices.append({"index": len(choices), "text": text, "finish_reason": reason, "logprobs": None})
-        body = {
-            "id": f"cmpl-{uuid.uuid4().hex}",
-            "object": "text_completion",
-            "created": int(time.time()),
-            "model": model_name,
-            "choices": choices,
-        }
-        if (u := usage(prompt_tokens, counts)) is not None:
-            body["usage"] = u
-        return JSONResponse(body)
+        return reply("cmpl", "text_completion", choices, usage(prompt_tokens, counts))
 
     app.include_router(router)
     return app

@@ -25,6 +25,7 @@ from posttrainlab.eval.policy import (
     preference_metrics,
     sequence_logprobs,
 )
+from tiny_models import one_torch_thread
 
 TINY = {
     "hidden_size": 64,
@@ -74,12 +75,8 @@ class FakeBackend:
 def one_thread():
     """One intra-op thread: a 64-wide model gains nothing from more, and on a shared 2-core machine
     OpenMP threads spinning against another job made these tests ~3x slower."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+    with one_torch_thread():
+        yield
 
 
 @pytest.fixture()

@@ -17,38 +17,21 @@ from posttrainlab.generation.shared_prefix import (
     sample_shared_prefix,
 )
 from posttrainlab.generation.transformers_backend import TransformersBackend
+from tiny_models import one_torch_thread, scaled_model
 
-TINY = {
-    "hidden_size": 32,
-    "intermediate_size": 64,
-    "num_hidden_layers": 1,
-    "num_attention_heads": 2,
-    "num_key_value_heads": 2,
-}
 QUESTION = [{"role": "user", "content": "What is 437 + 309 - 125?"}]
 PREFIXES = ["", "437 + 309 = 746\n", "437 + 309 = 746\n746 - 125 = 621\n"]
 
 
 @pytest.fixture(scope="module", autouse=True)
 def one_thread():
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+    with one_torch_thread():
+        yield
 
 
 @pytest.fixture(scope="module")
 def backend() -> TransformersBackend:
-    import torch
-
-    from posttrainlab.models.tiny import TinyModelConfig, build_model
-
-    model, tokenizer = build_model(TinyModelConfig(**TINY))
-    with torch.no_grad():
-        for p in model.parameters():
-            p.mul_(3.0)
+    model, tokenizer = scaled_model()
     return TransformersBackend(model, tokenizer, batch_size=8, progress=False)
 
 

@@ -12,6 +12,7 @@ import pytest
 from posttrainlab.errors import BadInput
 from posttrainlab.generation import SamplingBackend
 from posttrainlab.generation.transformers_backend import TransformersBackend, plain_chat, render_prompt
+from tiny_models import one_torch_thread, scaled_model
 
 TINY = {
     "hidden_size": 64,
@@ -40,24 +41,15 @@ PROMPTS = [
 @pytest.fixture(scope="module", autouse=True)
 def one_thread():
     """One intra-op thread: a 64-wide model gains nothing from more (and a shared CPU makes more slower)."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+    with one_torch_thread():
+        yield
 
 
 @pytest.fixture(scope="module")
 def backend() -> TransformersBackend:
-    import torch
+    from posttrainlab.models.tiny import TinyModelConfig
 
-    from posttrainlab.models.tiny import TinyModelConfig, build_model
-
-    model, tokenizer = build_model(TinyModelConfig(**TINY))
-    with torch.no_grad():
-        for p in model.parameters():
-            p.mul_(3.0)
+    model, tokenizer = scaled_model(TinyModelConfig(**TINY))
     return TransformersBackend(model, tokenizer, batch_size=4, progress=False)
 
 

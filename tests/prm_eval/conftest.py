@@ -11,18 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from tiny_models import SMALL
+from tiny_models import SMALL, one_torch_thread
 
 
 @pytest.fixture(scope="session")
 def one_thread():
     """One torch thread: the models are tiny and the machine is shared (see tests/eval/test_policy_eval.py)."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+    with one_torch_thread():
+        yield
 
 
 @pytest.fixture(scope="session")

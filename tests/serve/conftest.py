@@ -11,30 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from tiny_models import SMALL
+from tiny_models import SMALL, one_torch_thread, scaled_model
 
 
 @pytest.fixture(scope="package", autouse=True)
 def one_thread():
     """One intra-op thread: a 32-wide model gains nothing from more (and a shared CPU makes more slower)."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def _scaled_model():
-    import torch
-
-    from posttrainlab.models.tiny import build_model
-
-    model, tokenizer = build_model(SMALL)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.mul_(3.0)
-    return model, tokenizer
+    with one_torch_thread():
+        yield
 
 
 @pytest.fixture(scope="package")
@@ -42,7 +26,7 @@ def tiny_backend():
     """A ``TransformersBackend`` over the tiny model, with its ChatML chat template."""
     from posttrainlab.generation.transformers_backend import TransformersBackend
 
-    model, tokenizer = _scaled_model()
+    model, tokenizer = scaled_model()
     return TransformersBackend(model, tokenizer, batch_size=16, progress=False)
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from fake_openai import FakeOpenAI, Reply, by_problem, scripted
 
-from posttrainlab.cli import main
+from cli_capture import cli
 from posttrainlab.errors import BadInput
 from posttrainlab.eval import judge as judge_mod
 from posttrainlab.eval.judge import (
@@ -441,16 +441,6 @@ def test_card_checksum_is_checked_on_a_614_row_file(tmp_path, monkeypatch):
 
 
 # ---- the CLI -----------------------------------------------------------------------------------------
-
-
-def cli(capsys, *args: str) -> tuple[int, str, str]:
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else 1
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_cli_judge_then_recompute(tmp_path, capsys):

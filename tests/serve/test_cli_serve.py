@@ -18,19 +18,10 @@ from pathlib import Path
 import openai
 import pytest
 
+from cli_capture import cli
 from posttrainlab.cli import main
 
 MS_SMALL = Path(__file__).resolve().parents[1] / "assets" / "judge" / "ms_small.jsonl"
-
-
-def cli(capsys, *args: str) -> tuple[int, str, str]:
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else 1
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @contextmanager

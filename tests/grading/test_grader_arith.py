@@ -7,9 +7,12 @@ line must be ``Answer: <integer>``; anything else that starts a line with ``answ
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from posttrainlab.errors import BadInput
 from posttrainlab.grading.arith import ArithGrader
-from posttrainlab.grading.base import Grade
+from posttrainlab.grading.base import OUTCOMES, Grade
 
 GRADER = ArithGrader()
 
@@ -157,3 +160,66 @@ def test_malformed_is_never_correct_even_when_the_number_matches():
     grade = GRADER.grade("**Answer:** 140", 140)
     assert grade.parsed == 140
     assert not grade.correct
+
+
+# ---- every response gets an outcome -------------------------------------------------------------------------
+
+#: 5,000 ones: past Python's default limit of 4,300 digits on converting between str and int (CVE-2020-10735).
+HUGE = "1" * 5000
+HUGE_INT = (10**5000 - 1) // 9  # the same number, built without a str -> int conversion
+
+
+def test_an_answer_past_the_int_digit_limit_is_graded_on_its_digits():
+    """int("1" * 5000) raises ValueError; the grade compares the digits exactly. ``parsed`` is None: an int
+    that long could not be written to JSON (str() of it raises the same error)."""
+    assert GRADER.grade(f"Answer: {HUGE}", 140) == Grade(False, "wrong_answer", None)
+    assert GRADER.grade(f"Answer: {HUGE}", HUGE_INT) == Grade(True, "correct", None)
+    assert GRADER.grade(f"Answer: 000{HUGE}", HUGE) == Grade(True, "correct", None)
+    assert GRADER.grade(f"Answer: {HUGE}2", HUGE) == Grade(False, "wrong_answer", None)
+    assert GRADER.grade(f"Answer: -{HUGE}", HUGE_INT) == Grade(False, "wrong_answer", None)
+    assert GRADER.grade(f"Answer: {HUGE} apples", 140) == Grade(False, "malformed", None)
+    assert GRADER.grade(f"Answer: 1,{HUGE}", 140) == Grade(False, "malformed", None)
+    assert GRADER.grade("Answer: 140", HUGE_INT) == Grade(False, "wrong_answer", 140)
+
+
+@pytest.mark.parametrize(
+    ("response", "expected"),
+    [
+        (None, Grade(False, "missing_answer", None)),  # a generation that produced nothing
+        (b"Answer: 140", Grade(False, "malformed", None)),  # not text: never read as an answer
+        (140, Grade(False, "malformed", None)),
+        (["Answer: 140"], Grade(False, "malformed", None)),
+    ],
+)
+def test_a_response_that_is_not_text_gets_an_outcome(response, expected):
+    assert GRADER.grade(response, 140) == expected
+
+
+@pytest.mark.parametrize("answer", [None, "", "abc", "12.5", 140.5, float("nan"), True, "1,000"])
+def test_a_reference_that_is_not_an_integer_is_bad_input(answer):
+    """A bad reference is the data's fault, not the response's: BadInput (exit 2) naming it, not a crash and
+    not a silent int(140.5) == 140."""
+    with pytest.raises(BadInput, match="reference answer"):
+        GRADER.grade("Answer: 140", answer)
+
+
+responses = st.one_of(
+    st.none(),
+    st.text(),
+    st.text(alphabet="Answer: -0123456789,.\n*#_\t", max_size=60),
+    st.builds(
+        lambda d, n, tail: f"Answer: {d * n}{tail}",
+        st.sampled_from("0159"),
+        st.integers(1, 9000),
+        st.sampled_from(["", " ", ".", "\nok", " apples", ",000"]),
+    ),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(responses, st.one_of(st.integers(-(10**6), 10**6), st.just(HUGE_INT)))
+def test_every_response_gets_an_outcome(response, answer):
+    grade = GRADER.grade(response, answer)
+    assert grade.outcome in OUTCOMES
+    assert grade.correct is (grade.outcome == "correct")
+    assert grade.parsed is None or isinstance(grade.parsed, int)

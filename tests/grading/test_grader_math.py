@@ -12,12 +12,14 @@ import threading
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from posttrainlab.errors import BadInput
 from posttrainlab.grading import get_grader
 from posttrainlab.grading.arith import ArithGrader
-from posttrainlab.grading.base import Grade
-from posttrainlab.grading.math import MathGrader, reference_text
+from posttrainlab.grading.base import OUTCOMES, Grade
+from posttrainlab.grading.math import MathGrader, MathGraderConfig, reference_text
 
 #: Graded against ``5`` this makes math-verify's numeric check evaluate 9**(9**9) = 9**387420489
 #: (sympy ``Integer._eval_power``, in ``math_verify.grader.sympy_numeric_eq``): still running after
@@ -118,10 +120,36 @@ def test_missing_answer(grader):
         ("$\\frac{1}{2}$", "$\\frac{1}{2}$"),
         ("\\boxed{3}", "\\boxed{3}"),
         ("\\(x+1\\)", "\\(x+1\\)"),
+        # plain text that LaTeX would misread stays bare (math-verify reads a bare gold as a number)
+        ("1,22", "1,22"),  # in $...$ the set {1, 22}
+        ("1 000", "1 000"),  # in $...$ 1*000 = 0
+        ("18 dollars", "18 dollars"),  # in $...$ 18*d*o*l*l*a*r*s
+        ("1, 2", "$1, 2$"),  # a list: bare, math-verify would read only the 2
+        ("(1,2]", "$(1,2]$"),
+        ("2x", "$2x$"),  # one letter is a variable
+        ("sin 30", "$sin 30$"),  # a function, not a unit
+        ("x = 3", "$x = 3$"),
+        pytest.param(10**5000, f"${'1' + '0' * 5000}$", id="int-past-4300-digits"),  # str() of it raises
     ],
 )
 def test_reference_text(answer, text):
     assert reference_text(answer) == text
+
+
+@pytest.mark.parametrize("response", [None, b"$\\boxed{1}$", 1, ["$\\boxed{1}$"]])
+def test_a_response_that_is_not_text_gets_an_outcome(grader, response):
+    """None is no answer; bytes, numbers or message lists are not text and never read as an answer."""
+    expected = Grade(False, "missing_answer" if response is None else "malformed", None)
+    assert grader.grade_many([response, "$\\boxed{1}$"], [1, 1]) == [expected, Grade(True, "correct", "1")]
+
+
+def test_numbers_past_the_int_digit_limit_are_read():
+    """Python refuses str <-> int conversions of more than 4,300 digits; inside the workers the limit is
+    lifted (the pool's timeout bounds the cost), so a long number is graded, not missed."""
+    with MathGrader(timeout=10.0, workers=1) as g:
+        assert g.grade(f"The answer is {'9' * 5000}", "9" * 5000).outcome == "correct"
+        assert g.grade(f"The answer is {'9' * 5000}", 5).outcome == "wrong_answer"
+        assert g.grade("The answer is 5", 10**5000).outcome == "wrong_answer"
 
 
 def test_grade_single_item(grader):
@@ -155,7 +183,7 @@ def test_grade_many_length_mismatch(grader):
         grader.grade_many(["1", "2"], ["1"])
 
 
-@pytest.mark.parametrize("answer", ["", "   ", "\\boxed{}", "\\text{}"])
+@pytest.mark.parametrize("answer", ["", "   ", "\\boxed{}", "\\text{}", None, True, float("nan"), float("inf")])
 def test_unparseable_reference_is_bad_input(grader, answer):
     with pytest.raises(BadInput, match="reference answer"):
         grader.grade("The answer is $\\boxed{1}$", answer)
@@ -206,10 +234,32 @@ def test_close_then_reuse_starts_a_new_pool():
     grader.close()
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [({"timeout": 0}, "timeout"), ({"workers": 0}, "workers")])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"timeout": 0}, "timeout"),
+        ({"workers": 0}, "workers"),
+        ({"float_rounding": -1}, "float_rounding"),
+        ({"float_rounding": 2.5}, "float_rounding"),
+        ({"numeric_precision": 0}, "numeric_precision"),
+        ({"strict": "yes please"}, "strict"),
+        ({"extraction": ("latex", "sympy")}, "extraction"),
+        ({"extraction": ()}, "extraction"),
+        ({"precision": 4}, "unknown math grader setting 'precision'"),
+    ],
+)
 def test_bad_arguments(kwargs, message):
-    with pytest.raises(ValueError, match=message):
+    """A bad setting is the user's to fix (it comes from a config or --grader): BadInput, exit 2."""
+    with pytest.raises(BadInput, match=message):
         MathGrader(**kwargs)
+
+
+def test_config_object_and_keyword_settings():
+    config = MathGraderConfig(float_rounding=2, strict=False)
+    grader = MathGrader(config, workers=1, timeout=3.0)
+    assert grader.config == MathGraderConfig(float_rounding=2, strict=False, timeout=3.0)
+    assert (grader.timeout, grader.workers) == (3.0, 1)
+    assert MathGrader().config == MathGraderConfig()  # math-verify's own defaults
 
 
 def test_get_grader():
@@ -220,7 +270,51 @@ def test_get_grader():
     math_grader.close()
 
 
+def test_get_grader_reads_settings_from_the_spec():
+    """Where a recipe names its grader by a string (``posttrain label mc --grader``, ``MCConfig.grader``,
+    ``evaluate_policy(grader=...)``), the string carries the settings: ``math:KEY=VALUE,...``."""
+    grader = get_grader("math:float_rounding=2,strict=false,extraction=latex+expr", timeout=3.0)
+    assert grader.config == MathGraderConfig(float_rounding=2, strict=False, extraction=("latex", "expr"), timeout=3.0)
+    assert get_grader("math:allow_set_relation_comp=true").config.allow_set_relation_comp is True
+    assert get_grader("math", float_rounding=4).config.float_rounding == 4
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("math:float_rounding=two", "float_rounding"),
+        ("math:strict=maybe", "strict"),
+        ("math:float_rounding", "KEY=VALUE"),
+        ("math:workers=2", "unknown math grader setting 'workers'"),
+        ("arith:strict=false", "arith grader takes no settings"),
+    ],
+)
+def test_get_grader_bad_spec_is_bad_input(spec, message):
+    with pytest.raises(BadInput, match=message):
+        get_grader(spec)
+
+
 def test_get_grader_unknown_name_is_bad_input():
     with pytest.raises(BadInput, match="unknown grader 'sympy'") as info:
         get_grader("sympy")
     assert info.value.exit_code == 2
+
+
+any_response = st.one_of(
+    st.none(),
+    st.text(max_size=120),
+    st.text(alphabet="$\\{}^_()[],.=+-*/0123456789 xboxedfrac", max_size=80),
+    st.integers(1, 6000).map(lambda n: f"The answer is $\\boxed{{{'7' * n}}}$"),
+)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(any_response, min_size=1, max_size=12))
+def test_every_response_gets_an_outcome(grader, responses):
+    """Arbitrary text, None and very long numbers: a grade each, in order, never an exception."""
+    grades = grader.grade_many(responses, ["7"] * len(responses))
+    assert len(grades) == len(responses)
+    for grade in grades:
+        assert grade.outcome in OUTCOMES
+        assert grade.correct is (grade.outcome == "correct")
+        assert grade.parsed is None or isinstance(grade.parsed, str)

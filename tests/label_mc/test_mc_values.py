@@ -63,11 +63,13 @@ def test_values_and_hard_labels_by_hand(tmp_path, traces_file):
         {"role": "user", "content": PROMPT_TEMPLATE.replace("<<QUESTION>>", Q).replace("<<PREFIX>>", RIGHT[0])},
         {"role": "assistant", "content": "yes"},
     ]
-    assert list(rows[0]) == [*KEYS, "question", "steps"]  # the text columns grouped PRM training reads
+    assert list(rows[0]) == [*KEYS, "value_source", "question", "steps"]  # + the text columns grouped PRM reads
+    assert {r["value_source"] for r in rows} == {"measured"}  # a full search measures every prefix
     assert rows[0]["question"] == Q and rows[0]["steps"] == rows[2]["steps"] and len(rows[0]["steps"]) == 3
     card_only = OutputConfig(val_problems=0, text_columns=False)
     run(tmp_path, traces_file, TableBackend(TABLE), name="card", output=card_only)
-    assert [list(r) for r in iter_rows(tmp_path / "card" / "train.jsonl")] == [list(KEYS)] * 6  # card columns only
+    card_rows = list(iter_rows(tmp_path / "card" / "train.jsonl"))
+    assert [list(r) for r in card_rows] == [[*KEYS, "value_source"]] * 6  # card columns (+ the optional one)
     assert {(r["label"], r["source"], r["loss_weight"], r["enable_thinking"]) for r in rows} == {
         ("yes", "arith-v1", 1.0, False)
     }
@@ -151,10 +153,17 @@ def test_binary_search_agrees_on_a_monotone_backend_with_fewer_rollouts(tmp_path
     binary = run(tmp_path, data, binary_backend, "binary", config=MCConfig(n=4, search="binary"))
     rows_full = list(iter_rows(tmp_path / "full" / "train.jsonl"))
     rows_binary = list(iter_rows(tmp_path / "binary" / "train.jsonl"))
-    assert rows_binary == rows_full and [r["reward"] for r in rows_full] == [1.0] * 5 + [0.0] * 4
+    without_source = [{k: v for k, v in r.items() if k != "value_source"} for r in rows_binary]
+    assert without_source == [{k: v for k, v in r.items() if k != "value_source"} for r in rows_full]
+    assert [r["reward"] for r in rows_full] == [1.0] * 5 + [0.0] * 4
+    assert [r["value_source"] for r in rows_binary] == [
+        "inferred", "inferred", "inferred", "measured", "measured", "measured", "inferred", "inferred", "measured"
+    ]  # fmt: skip
     assert full["rollouts"] == 4 + 8 * 4 and binary["rollouts"] == 4 + 3 * 4  # root + probes at 3, 5, 4
     assert [r.prefix.count("\n") - 1 for r in binary_backend.requests[1:]] == [3, 5, 4]
     assert binary["prefixes_by_rule"] == {"after_zero": 2, "carried": 3, "rollout": 3, "trace": 1}
+    assert binary["prefixes_by_source"] == {"measured": 4, "inferred": 5}
+    assert full["prefixes_by_source"] == {"measured": 9, "inferred": 0}
 
 
 def test_binary_values_rule():

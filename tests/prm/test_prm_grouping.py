@@ -64,8 +64,8 @@ def test_step_idx_conventions_give_the_same_items(tmp_path):
     path.write_text("".join(json.dumps(r) + "\n" for r in last))
     for mode in ("grouped", "prefix"):
         want = read_items(PRMDataConfig(path=str(MC_STEPS), format="mc-value", mc_rows=mode), soft=True)
-        got = read_items(PRMDataConfig(path=str(path), format="mc-value", mc_rows=mode), soft=True)
-        assert got == want  # auto-detected: no row of `last` reaches num_steps
+        with pytest.raises(BadInput, match="set dataset.mc_step_idx=count or dataset.mc_step_idx=last"):
+            read_items(PRMDataConfig(path=str(path), format="mc-value", mc_rows=mode), soft=True)  # auto: ambiguous
         explicit = PRMDataConfig(path=str(path), format="mc-value", mc_rows=mode, mc_step_idx="last")
         assert read_items(explicit, soft=True) == want
     with pytest.raises(BadInput, match="a prefix of 4 steps but the row carries 3"):

@@ -226,6 +226,16 @@ def test_metrics_only_run_and_rebuild_drops_stale_plots(tmp_path):
     assert not (run / "report_files" / "training_grpo.png").exists()
 
 
+def test_a_user_file_in_report_files_is_refused_and_kept(tmp_path):
+    """The plots folder is replaced whole: a file the report did not write stops it (it used to be deleted)."""
+    run = make_run(tmp_path / "run")
+    build_report(run)
+    (run / "report_files" / "notes.txt").write_text("mine")
+    with pytest.raises(BadInput, match=r"notes\.txt"):
+        build_report(run)
+    assert (run / "report_files" / "notes.txt").read_text() == "mine"
+
+
 def test_partial_and_odd_inputs_do_not_crash(tmp_path):
     run = tmp_path / "run"
     write(run / "run.json", {"stages": [{"name": "sft"}, "junk"]})

@@ -64,3 +64,25 @@ class Counting:
         with self._lock:
             self.calls.append(list(prompts))
         return self.inner.generate(prompts, **kwargs)
+
+
+class IdEchoBackend(EchoBackend):
+    """An ``EchoBackend`` that also samples token-id prompts (``sample_ids``), one seed per prompt.
+
+    Each sample's text names its prompt ids and seed; its tokens are the prompt's ids; every call is
+    recorded in ``id_calls``.
+    """
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.id_calls: list[dict] = []
+
+    def sample_ids(self, prompts, seeds, *, n=1, **options):
+        from posttrainlab.generation.shared_prefix import Sample
+
+        with self._lock:
+            self.id_calls.append({"prompts": [list(p) for p in prompts], "seeds": list(seeds), "n": n, **options})
+        return [
+            [Sample(f"{list(p)}|s={s}|{k}", tuple(p), "length") for k in range(n)]
+            for p, s in zip(prompts, seeds, strict=True)
+        ]

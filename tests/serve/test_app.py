@@ -162,8 +162,9 @@ def test_chat_template_rendering_and_usage(tiny_backend):
     assert body["choices"][0]["message"]["content"] == expected
     ids = tiny_backend.tokenizer(rendered, add_special_tokens=False)["input_ids"]
     assert body["usage"]["prompt_tokens"] == len(ids) == 3 + len("user\nWhat is 7 + 8?\nassistant\n")
-    completion = len(tiny_backend.tokenizer(expected, add_special_tokens=False)["input_ids"])
-    assert body["usage"]["completion_tokens"] == min(completion, 6)
+    (sample,) = tiny_backend.sample_ids([ids], [0], temperature=0.0, max_new_tokens=6)[0]
+    assert sample.text == expected
+    assert body["usage"]["completion_tokens"] == len(sample.tokens)  # the ids generated, not the text re-tokenized
     assert body["usage"]["total_tokens"] == len(ids) + body["usage"]["completion_tokens"]
 
 
@@ -189,11 +190,12 @@ def test_finish_reason_length_when_max_tokens_is_used_up(tiny_backend):
     with TestClient(create_app(tiny_backend, "tiny", batch_wait_ms=0)) as c:
         r = c.post("/v1/completions", json={"model": "tiny", "prompt": "12", "max_tokens": 3, "temperature": 0})
     choice = r.json()["choices"][0]
-    assert r.json()["usage"]["completion_tokens"] <= 3
     full = tiny_backend.generate(["12"], max_new_tokens=3)[0][0]
     assert choice["text"] == full
-    n_tokens = len(tiny_backend.tokenizer(full, add_special_tokens=False)["input_ids"])
-    assert choice["finish_reason"] == ("length" if n_tokens >= 3 else "stop")
+    ids = tiny_backend.tokenizer("12")["input_ids"]
+    (sample,) = tiny_backend.sample_ids([ids], [0], temperature=0.0, max_new_tokens=3)[0]
+    assert r.json()["usage"]["completion_tokens"] == len(sample.tokens) <= 3
+    assert choice["finish_reason"] == ("stop" if sample.stop_token is not None else "length")
 
 
 def test_program_judge_plugs_in():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from serve_fakes import EchoBackend
+from serve_fakes import EchoBackend, IdEchoBackend
 
 from posttrainlab.errors import BadInput
 from posttrainlab.serve.batcher import Batcher, SamplingParams
@@ -74,7 +74,8 @@ def test_one_call_per_group_of_equal_parameters():
     assert results[5] == [["stop"]] and backend.calls[3]["stop"] == ["|"]
 
 
-def test_seeded_sampling_runs_alone_with_its_seed():
+def test_seeded_sampling_runs_alone_with_its_seed_on_a_text_only_backend():
+    """``generate`` seeds a whole call, so with a text-only backend a seeded job cannot share one."""
     backend = EchoBackend()
     jobs = [(["x"], SamplingParams(temperature=1.0, seed=5)), (["y"], SamplingParams(temperature=1.0, seed=5))]
     results = run_jobs(Batcher(backend, wait_ms=50), jobs)
@@ -137,3 +138,33 @@ def test_a_closed_batcher_starts_again_on_a_new_loop():
     assert run_jobs(batcher, [(["a"], GREEDY)]) == [[["a|t=0|s=0|0"]]]
     assert run_jobs(batcher, [(["b"], GREEDY)]) == [[["b|t=0|s=0|0"]]]  # run_jobs closed it; a new asyncio.run
     assert batcher.calls == 2
+
+
+def test_seeded_jobs_with_token_ids_share_one_call_each_prompt_with_its_seed():
+    backend = IdEchoBackend()
+    sampled = SamplingParams(n=2, temperature=0.8, top_k=5, max_tokens=8)
+    jobs = [
+        (["a"], [[1, 2]], SamplingParams(n=2, temperature=0.8, top_k=5, max_tokens=8, seed=11)),
+        (["b", "c"], [[3], [4]], SamplingParams(n=2, temperature=0.8, top_k=5, max_tokens=8, seed=12)),
+        (["d"], [[5]], sampled),  # no seed: one is drawn for it
+        (["e"], [[6]], SamplingParams(n=3, temperature=0.0, max_tokens=8, top_k=5)),  # greedy: a call of its own
+    ]
+    batcher = Batcher(backend, max_batch_size=32, wait_ms=50, seed=1)
+
+    async def main():
+        try:
+            return await asyncio.gather(*(batcher.generate(p, params, ids) for p, ids, params in jobs))
+        finally:
+            await batcher.close()
+
+    results = asyncio.run(main())
+    assert backend.calls == [] and len(backend.id_calls) == 2  # generate was never called
+    seeded, greedy = backend.id_calls
+    assert seeded["prompts"] == [[1, 2], [3], [4], [5]] and seeded["seeds"][:3] == [11, 12, 12]
+    assert (seeded["n"], seeded["temperature"], seeded["top_k"], seeded["max_new_tokens"]) == (2, 0.8, 5, 8)
+    assert [s.text for s in results[0][0]] == ["[1, 2]|s=11|0", "[1, 2]|s=11|1"]
+    assert [[s.text for s in row] for row in results[1]] == [["[3]|s=12|0", "[3]|s=12|1"], ["[4]|s=12|0", "[4]|s=12|1"]]
+    drawn = seeded["seeds"][3]
+    assert [s.text for s in results[2][0]] == [f"[5]|s={drawn}|0", f"[5]|s={drawn}|1"]
+    assert (greedy["n"], greedy["temperature"], greedy["seeds"]) == (1, 0.0, [0])
+    assert [s.text for s in results[3][0]] == ["[6]|s=0|0"] * 3  # one greedy row, copied n times

@@ -133,3 +133,28 @@ def test_client_errors(server):
         with pytest.raises(openai.AuthenticationError):
             client_for(keyed, api_key="wrong").models.list()
         assert [m.id for m in client_for(keyed, api_key="k").models.list().data] == ["m"]
+
+
+def test_twelve_concurrent_seeded_requests_share_a_call_and_keep_their_seeded_output(tiny_backend):
+    """A client that always sends a seed still gets batching; each answer equals the same request sent alone."""
+    asks = [
+        dict(messages=[{"role": "user", "content": QUESTIONS[i % 4]}], seed=100 + i // 2, n=2) for i in range(12)
+    ]  # some share a question, some a seed: neither decides another request's samples
+
+    def texts(client: openai.OpenAI, ask: dict) -> list[str]:
+        reply = client.chat.completions.create(model="tiny", temperature=1.0, max_tokens=12, **ask)
+        return [c.message.content for c in reply.choices]
+
+    with ServerThread(create_app(tiny_backend, "tiny", batch_wait_ms=0)) as alone_server:
+        client = client_for(alone_server)
+        alone = [texts(client, ask) for ask in asks]  # one at a time: one call each
+        assert alone_server.app.state.batcher.calls == 12
+    app = create_app(tiny_backend, "tiny", max_batch_size=12, batch_wait_ms=5000)
+    with ServerThread(app) as server:
+        client = client_for(server)
+        with ThreadPoolExecutor(12) as pool:
+            together = list(pool.map(lambda ask: texts(client, ask), asks))
+    assert app.state.batcher.calls < 12
+    assert app.state.batcher.calls == 1 and app.state.batcher.prompts == 12
+    assert together == alone
+    assert len({tuple(t) for t in alone}) == 12 and all(a != b for a, b in alone)  # all differ: routing is checked

@@ -68,3 +68,34 @@ def test_cached_base_is_reused_and_the_hash_tracks_the_config(base):
     assert (base / "model.safetensors").stat().st_mtime_ns == before
     other = PretrainConfig(model=SMALL, corpus=CorpusConfig(size=601), train=CFG.train, heldout_per_op=5)
     assert config_hash(other) != config_hash(CFG) and not is_cached(base, other)
+
+
+def test_pretrain_refuses_a_folder_with_user_files_before_training(tmp_path, monkeypatch):
+    """Checked first: the corpus is never drawn, the folder is left as it was."""
+    from posttrainlab.errors import BadInput
+    from posttrainlab.train import pretrain as module
+
+    out = tmp_path / "base"
+    out.mkdir()
+    (out / "notes.txt").write_text("my notes")
+    (out / "results.csv").write_text("a,b\n")
+    monkeypatch.setattr(module, "draw_corpus", lambda *a, **k: pytest.fail("trained before checking --out"))
+    with pytest.raises(BadInput, match=r"holds other files \(notes\.txt, results\.csv\)"):
+        pretrain(CFG, out)
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt", "results.csv"]
+
+
+def test_pretrain_replaces_an_earlier_base_but_not_a_user_file_in_it(base, tmp_path):
+    import shutil
+
+    from posttrainlab.errors import BadInput
+
+    earlier = tmp_path / "base"
+    shutil.copytree(base, earlier)
+    other = PretrainConfig(model=SMALL, corpus=CorpusConfig(size=100), train=CFG.train, heldout_per_op=2)
+    pretrain(other, earlier)  # an earlier base of another config: replaced
+    assert is_cached(earlier, other) and not is_cached(earlier, CFG)
+    (earlier / "notes.txt").write_text("my notes")
+    with pytest.raises(BadInput, match=r"notes\.txt"):
+        pretrain(CFG, earlier)
+    assert (earlier / "notes.txt").read_text() == "my notes" and is_cached(earlier, other)

@@ -5,7 +5,7 @@ transformers, TRL) are imported only inside the verbs that need them, so ``postt
 ``posttrain data …`` start in a fraction of a second.
 
 Exit codes: 0 success; 2 bad usage or bad input (one line naming the file and the fault); 1 any other
-failure.
+failure; 130 interrupted (Ctrl-C), after one line saying what was kept and how to carry on.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import warnings
 import typer
 
 from posttrainlab import __version__
-from posttrainlab.cli import pipeline, quickstart, report, serve
+from posttrainlab.cli import model_import, pipeline, quickstart, report, serve
 from posttrainlab.cli.data import data_app
 from posttrainlab.cli.evaluate import eval_app
 from posttrainlab.cli.label import label_app
@@ -24,7 +24,53 @@ from posttrainlab.cli.model import model_app
 from posttrainlab.cli.train import train_app
 from posttrainlab.errors import PosttrainError
 
+# What a Ctrl-C keeps, by command: every writer here renames finished files into place (data/atomic.py), so an
+# interrupt never leaves a half-written output; the commands below also keep finished work and resume from it.
+_RESUME = "run the same command again to resume"
+INTERRUPT_KEPT = {
+    ("quickstart",): f"finished stages and the last complete checkpoint are kept in the run folder; {_RESUME}",
+    ("train",): f"complete checkpoints in the recipe's output_dir are kept; {_RESUME} from the newest",
+    ("model", "pretrain"): f"complete checkpoints beside the output folder are kept; {_RESUME}",
+    ("label", "mc"): f"finished problems are kept in the work folder; {_RESUME}",
+    ("generate",): f"finished problems are kept in the run file; {_RESUME}",
+    ("annotate",): f"finished rows are kept in the run file; {_RESUME}",
+    ("eval", "judge"): f"finished rows are kept in the run file; {_RESUME}",
+}
+
+
+def interrupt_message(args: list[str]) -> str:
+    """The one line printed on Ctrl-C: what was kept and how to carry on, for the command in ``args``.
+
+    >>> interrupt_message(["label", "mc", "--out", "work"])
+    'posttrain: interrupted; finished problems are kept in the work folder; run the same command again to resume'
+    >>> interrupt_message(["data", "prepare"])
+    'posttrain: interrupted; earlier outputs are untouched and nothing half-written was left in place'
+    """
+    words = [a for a in args if not a.startswith("-")]
+    for key in sorted(INTERRUPT_KEPT, key=len, reverse=True):
+        if tuple(words[: len(key)]) == key:
+            return f"posttrain: interrupted; {INTERRUPT_KEPT[key]}"
+    return "posttrain: interrupted; earlier outputs are untouched and nothing half-written was left in place"
+
+
+class _InterruptibleGroup(typer.core.TyperGroup):
+    """The root group: a Ctrl-C anywhere in a verb prints ``interrupt_message`` and exits 130.
+
+    Typer itself turns ``KeyboardInterrupt`` into a silent ``Exit(130)`` before ``main`` could see it, so the line is
+    printed here, inside the invocation, where the interrupt still arrives as ``KeyboardInterrupt``.
+    """
+
+    def invoke(self, ctx):
+        args = [*getattr(ctx, "_protected_args", []), *ctx.args]  # click empties both while it dispatches
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            print(interrupt_message(args), file=sys.stderr)
+            raise typer.Exit(130) from None
+
+
 app = typer.Typer(
+    cls=_InterruptibleGroup,
     name="posttrain",
     help="posttrainlab: process supervision of math reasoning (data, graders, PRMs, judges, SFT/DPO/GRPO).",
     no_args_is_help=True,
@@ -33,6 +79,7 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 app.add_typer(data_app, name="data")
+model_import.register(model_app)  # model import
 app.add_typer(model_app, name="model")
 app.add_typer(eval_app, name="eval")
 app.add_typer(train_app, name="train")
@@ -66,6 +113,6 @@ def main(argv: list[str] | None = None) -> None:
     except PosttrainError as e:
         print(f"posttrain: error: {e}", file=sys.stderr)
         raise SystemExit(e.exit_code) from None
-    except KeyboardInterrupt:
-        print("posttrain: interrupted", file=sys.stderr)
+    except KeyboardInterrupt:  # outside a verb (while parsing flags, say)
+        print(interrupt_message(list(sys.argv[1:] if argv is None else argv)), file=sys.stderr)
         raise SystemExit(130) from None

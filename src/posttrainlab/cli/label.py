@@ -53,7 +53,11 @@ def mc(
     max_new_tokens: int = typer.Option(64, "--max-new-tokens", help="Longest continuation, in tokens."),
     seed: int = typer.Option(0, "--seed", help="Run seed (each request's seed derives from it and the problem id)."),
     search: str = typer.Option("full", "--search", help="full: roll out every prefix; binary: OmegaPRM bisection."),
-    grader: str = typer.Option("arith", "--grader", help="arith (Answer: <int>) or math (math-verify)."),
+    grader: str = typer.Option(
+        "arith",
+        "--grader",
+        help="arith (Answer: <int>) or math[:KEY=VALUE,...] (math-verify; settings in docs/arith-v1.md).",
+    ),
     step_split: str = typer.Option("lines", "--step-split", help="lines or paragraphs (blank-line separated)."),
     stop: list[str] = typer.Option(None, "--stop", help="Stop string for continuations (repeatable)."),
     backend: str = typer.Option("transformers", "--backend", help="transformers, vllm or openai."),
@@ -77,7 +81,7 @@ def mc(
     text_columns: bool = typer.Option(
         True,
         "--text-columns/--card-columns-only",
-        help="Also write question and steps (grouped PRM training reads them); or only the card's columns.",
+        help="Also write question and steps (grouped PRM training reads them); or the card's columns + value_source.",
     ),
     shard: str | None = typer.Option(None, "--shard", help="I/K: label the problems whose id hashes to I mod K."),
     keep_continuations: bool = typer.Option(False, "--keep-continuations", help="Keep continuation texts in work/."),

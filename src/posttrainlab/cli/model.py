@@ -12,7 +12,7 @@ model_app = typer.Typer(help="Create and pretrain the tiny model.", no_args_is_h
 @model_app.command("init")
 def init(
     config: Path = typer.Option(Path("configs/models/tiny.yaml"), help="Model shape (TinyModelConfig YAML)."),
-    out: Path = typer.Option(..., help="Output folder (Hugging Face format)."),
+    out: Path = typer.Option(..., help="Output folder (Hugging Face format): new, empty or an earlier init output."),
     overrides: list[str] = typer.Argument(None, help="key=value overrides, e.g. hidden_size=128."),
 ) -> None:
     """Initialise the tiny causal LM and its byte-level tokenizer from a config; save in HF format."""
@@ -30,7 +30,9 @@ def init(
 @model_app.command("pretrain")
 def pretrain(
     config: Path = typer.Option(Path("configs/models/tiny-base.yaml"), help="PretrainConfig YAML."),
-    out: Path = typer.Option(None, help="Output folder; default: the cache, $POSTTRAIN_CACHE/base/<config hash>."),
+    out: Path = typer.Option(
+        None, help="Output folder (new, empty or an earlier base); default: the cache, $POSTTRAIN_CACHE/base/<hash>."
+    ),
     overrides: list[str] = typer.Argument(None, help="key=value overrides, e.g. train.epochs=1."),
 ) -> None:
     """Pretrain the tiny base on a contamination-checked synthetic arithmetic corpus (cached by config hash)."""

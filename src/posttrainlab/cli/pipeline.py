@@ -194,7 +194,9 @@ def sharp_build(
     annotations: Annotated[
         Path, typer.Option("--annotations", help="annotations.jsonl of posttrain annotate (or its folder).")
     ],
-    out: Annotated[Path, typer.Option("--out", help="Output folder (replaced atomically).")],
+    out: Annotated[
+        Path, typer.Option("--out", help="Output folder: new, empty or an earlier sharp-build output (replaced whole).")
+    ],
     select: Select = "all",
     test_share: TestShare = 0.1,
     seed: SplitSeed = 0,

@@ -1,4 +1,10 @@
-"""``posttrain train {sft,dpo,grpo,prm} --config FILE.yaml [key=value ...]``."""
+"""``posttrain train {sft,dpo,grpo,prm} --config FILE.yaml [--resume | --overwrite] [key=value ...]``.
+
+A run whose output_dir holds an earlier run resumes from its last checkpoint and says so in one line. When the
+earlier run's ``recipe.yaml`` differs in more than its length (``optim.max_steps``, ``optim.epochs``; see
+``train.common.RESUMABLE``), the run is refused unless ``--resume`` (continue with the new recipe) or
+``--overwrite`` (start afresh) says which is meant (docs/policy-lab.md, "Run folders").
+"""
 
 from __future__ import annotations
 
@@ -6,18 +12,39 @@ from pathlib import Path
 
 import typer
 
+from posttrainlab.errors import BadInput
+
 train_app = typer.Typer(
     help="Post-train a policy with SFT, DPO or GRPO (on TRL), or train a process reward model.", no_args_is_help=True
 )
 
 CONFIG = typer.Option(..., "--config", help="Recipe YAML (configs/arith/*.yaml).")
 OVERRIDES = typer.Argument(None, help="key=value overrides, e.g. optim.epochs=2 dataset.limit=1000.")
+RESUME = typer.Option(
+    False,
+    "--resume",
+    help="Resume the run in output_dir with this recipe even though its recipe.yaml differs (without a flag, only "
+    "a run of the same recipe resumes; optim.max_steps, optim.epochs and logging/saving keys may change).",
+)
+OVERWRITE = typer.Option(
+    False,
+    "--overwrite",
+    help="Start afresh in output_dir: the earlier run's checkpoints, train_log.jsonl and train_summary.json go first.",
+)
 
 
-def _run(method: str, config: Path, overrides: list[str] | None) -> None:
-    from posttrainlab.config import load_config, save_config
+def existing(resume: bool, overwrite: bool) -> str:
+    """The ``existing=`` of the trainers (``train.common.check_run``) for the two flags."""
+    if resume and overwrite:
+        raise BadInput("--resume and --overwrite: pass one of them, not both")
+    return "resume" if resume else "overwrite" if overwrite else "check"
+
+
+def _run(method: str, config: Path, overrides: list[str] | None, resume: bool, overwrite: bool) -> None:
+    from posttrainlab.config import load_config
     from posttrainlab.train.recipes import RECIPES
 
+    how = existing(resume, overwrite)
     recipe = load_config(RECIPES[method], config, overrides)
     if method == "sft":
         from posttrainlab.train.sft import train_sft as train
@@ -25,36 +52,35 @@ def _run(method: str, config: Path, overrides: list[str] | None) -> None:
         from posttrainlab.train.dpo import train_dpo as train
     else:
         from posttrainlab.train.grpo import train_grpo as train
-    Path(recipe.output_dir).mkdir(parents=True, exist_ok=True)
-    save_config(recipe, Path(recipe.output_dir) / "recipe.yaml")
-    out = train(recipe)
+    out = train(recipe, existing=how)  # writes recipe.yaml into output_dir once data and model check out
     typer.echo(f"{method}: model saved to {out}")
 
 
 @train_app.command("sft")
-def sft(config: Path = CONFIG, overrides: list[str] = OVERRIDES) -> None:
+def sft(config: Path = CONFIG, overrides: list[str] = OVERRIDES, resume: bool = RESUME, overwrite: bool = OVERWRITE):
     """Supervised fine-tuning, loss on the completion only."""
-    _run("sft", config, overrides)
+    _run("sft", config, overrides, resume, overwrite)
 
 
 @train_app.command("dpo")
-def dpo(config: Path = CONFIG, overrides: list[str] = OVERRIDES) -> None:
+def dpo(config: Path = CONFIG, overrides: list[str] = OVERRIDES, resume: bool = RESUME, overwrite: bool = OVERWRITE):
     """Direct preference optimisation against a frozen reference."""
-    _run("dpo", config, overrides)
+    _run("dpo", config, overrides, resume, overwrite)
 
 
 @train_app.command("grpo")
-def grpo(config: Path = CONFIG, overrides: list[str] = OVERRIDES) -> None:
+def grpo(config: Path = CONFIG, overrides: list[str] = OVERRIDES, resume: bool = RESUME, overwrite: bool = OVERWRITE):
     """GRPO with arith-grader rewards (correctness + weighted format)."""
-    _run("grpo", config, overrides)
+    _run("grpo", config, overrides, resume, overwrite)
 
 
 @train_app.command("prm")
-def prm(config: Path = CONFIG, overrides: list[str] = OVERRIDES) -> None:
+def prm(config: Path = CONFIG, overrides: list[str] = OVERRIDES, resume: bool = RESUME, overwrite: bool = OVERWRITE):
     """Process reward model on transformers.Trainer (configs/prm/*.yaml; docs/prm.md)."""
     from posttrainlab.config import load_config
     from posttrainlab.train.prm import train_prm
     from posttrainlab.train.prm_recipe import PRMRecipe
 
-    out = train_prm(load_config(PRMRecipe, config, overrides))
+    how = existing(resume, overwrite)
+    out = train_prm(load_config(PRMRecipe, config, overrides), existing=how)
     typer.echo(f"prm: model saved to {out}")

@@ -3,6 +3,10 @@
 DESIGN.md "Reliability conventions": write to a temporary name beside the target, then rename into
 place. ``os.replace`` is atomic for files on one filesystem; a folder is swapped in two renames with
 the old one kept until the new one is in place.
+
+A command never deletes a file it did not write: ``check_output_folder`` is the one rule every
+writer of an output folder applies before it writes (or swaps a staged folder in). Each writer
+says which files are its own, from its manifest or from the files it writes.
 """
 
 from __future__ import annotations
@@ -11,14 +15,45 @@ import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+
+from posttrainlab.errors import BadInput
+
+#: foreign files named in a refusal; the rest are counted
+SHOWN = 3
 
 
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def folder_files(folder: str | os.PathLike) -> list[str]:
+    """Every file (and link) under ``folder``, as sorted relative POSIX paths; empty folders hold none."""
+    folder = Path(folder)
+    found = (p for p in folder.rglob("*") if p.is_file() or p.is_symlink())
+    return sorted(p.relative_to(folder).as_posix() for p in found)
+
+
+def check_output_folder(out: str | os.PathLike, is_own: Callable[[str], bool], *, what: str) -> Path:
+    """``out`` when it is absent, holds no file, or only files ``is_own`` accepts; else ``BadInput``.
+
+    ``is_own`` gets each file's path relative to ``out`` (``sub/name.ext``) and says whether the
+    command wrote it (an earlier output, which it may replace). ``what`` names that output in the
+    message ("arith-v1 build"). The refusal names the first few foreign files.
+    """
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise BadInput(f"{out}: exists and is not a folder")
+    if not out.is_dir():
+        return out
+    foreign = [rel for rel in folder_files(out) if not is_own(rel)]
+    if foreign:
+        shown = ", ".join(foreign[:SHOWN]) + (f" and {len(foreign) - SHOWN} more" if len(foreign) > SHOWN else "")
+        raise BadInput(f"{out}: folder holds other files ({shown}); choose an empty folder or an earlier {what}")
+    return out
 
 
 @contextlib.contextmanager

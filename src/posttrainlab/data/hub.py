@@ -52,6 +52,7 @@ from posttrainlab.errors import BadInput, HubUnavailable, one_line
 log = logging.getLogger(__name__)
 
 PREFIX = "hf://"
+DATASETS_NAMESPACE = "datasets/"  # hf://datasets/owner/name, the Hugging Face file-system form
 DEFAULT_ENDPOINT = "https://huggingface.co"
 DEFAULT_PROBE_TIMEOUT_S = 5.0
 README = "README.md"
@@ -91,7 +92,12 @@ def valid_name(part: str) -> bool:
 def parse_hub_spec(spec: str) -> HubRef | None:
     """Parse ``hf://owner/name[/CONFIG][:SPLIT]``; ``None`` when ``spec`` is not an ``hf://`` path.
 
+    Hugging Face's own form for a dataset, ``hf://datasets/owner/name…`` (``huggingface_hub``'s file system), is the
+    same path: ``datasets`` is a reserved namespace on the Hub, never an owner.
+
     >>> parse_hub_spec("hf://ZaandaTeika/SHARP/SHARP-Math:test")
+    HubRef(repo_id='ZaandaTeika/SHARP', config='SHARP-Math', split='test')
+    >>> parse_hub_spec("hf://datasets/ZaandaTeika/SHARP/SHARP-Math:test")
     HubRef(repo_id='ZaandaTeika/SHARP', config='SHARP-Math', split='test')
     >>> parse_hub_spec("hf://M-amir1998/arith-v1")
     HubRef(repo_id='M-amir1998/arith-v1', config=None, split=None)
@@ -101,6 +107,8 @@ def parse_hub_spec(spec: str) -> HubRef | None:
     if not isinstance(spec, str) or not spec.startswith(PREFIX):
         return None
     body = spec[len(PREFIX) :]
+    if body.startswith(DATASETS_NAMESPACE):
+        body = body[len(DATASETS_NAMESPACE) :]
     path, sep, split = body.partition(":")
     if sep:
         if not split:

@@ -5,12 +5,15 @@ The SHARP card reports "per-step agreement with an independent annotator" as Coh
 (``question, model_answer, hallucination_annotation``), both step view (``question, steps,
 step_labels``), or one of each (the span file is converted to the step view first).
 
-Definitions (pure functions below, hand-computed tests in ``tests/pipeline/test_agreement.py``):
+Definitions (pure functions below, hand-computed tests in ``tests/pipeline/test_agreement.py`` and
+``tests/eval/test_agreement.py``):
 
-- **Cohen's kappa** over paired binary labels: ``kappa = (p_o - p_e) / (1 - p_e)`` with ``p_o`` the
-  share of pairs that agree and ``p_e = p_a1 p_b1 + p_a0 p_b0`` the agreement expected by chance
-  from each annotator's own label shares (Cohen 1960, eq. 1). When ``p_e = 1`` (both annotators gave
-  every step the same single label) kappa is undefined and reported as ``None``.
+- **Cohen's kappa** over paired labels of any number of classes: ``kappa = (p_o - p_e) / (1 - p_e)``
+  with ``p_o`` the share of pairs that agree and ``p_e = sum_k p_ak p_bk`` the agreement expected by
+  chance from each annotator's own share of each class k (Cohen 1960, eq. 1; for step labels
+  ``p_a1 p_b1 + p_a0 p_b0``). Labels are compared by equality (``True == 1``), never by truthiness.
+  When ``p_e = 1`` (both annotators gave every item the same single label) kappa is undefined and
+  reported as ``None``.
 - **Which steps are compared.** Span view: every piece of every solution, labelled 0 when a span
   touches it (``sharp.span_piece_labels``, the card's rule, applied to the whole solution). Step view:
   each row is cut after its first error, so only the steps both annotators labelled are compared (the
@@ -34,7 +37,8 @@ scikit-learn into ``eval``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 from posttrainlab.data.formats.hal import Span, piece_bounds
@@ -50,11 +54,17 @@ class MisalignedRows(ValueError):
         self.reason = reason
 
 
-def cohen_kappa(a: Sequence[int], b: Sequence[int]) -> float | None:
-    """Cohen's kappa of two binary label sequences; ``None`` when chance agreement is 1.
+def cohen_kappa(a: Sequence[Hashable], b: Sequence[Hashable]) -> float | None:
+    """Cohen's kappa of two paired label sequences over any set of classes; ``None`` when chance agreement is 1.
+
+    With ``n`` pairs, ``agree`` of them equal and ``c_a(k)``, ``c_b(k)`` how often each annotator gave class
+    ``k``: ``p_o = agree / n``, ``p_e = sum_k c_a(k) c_b(k) / n^2``, computed in integers as
+    ``kappa = (n agree - sum_k c_a(k) c_b(k)) / (n^2 - sum_k c_a(k) c_b(k))``.
 
     >>> cohen_kappa([1, 1, 0, 0], [1, 0, 0, 0])   # p_o = 3/4, p_e = 1/2 * 1/4 + 1/2 * 3/4 = 1/2
     0.5
+    >>> cohen_kappa([0, 1, 2, 2, 1], [0, 2, 1, 2, 1])   # p_o = 3/5, p_e = (1*1 + 2*2 + 2*2) / 25 = 9/25
+    0.375
     >>> cohen_kappa([1, 1], [1, 1]) is None
     True
     """
@@ -63,12 +73,12 @@ def cohen_kappa(a: Sequence[int], b: Sequence[int]) -> float | None:
     n = len(a)
     if n == 0:
         return None
-    agree = sum(1 for x, y in zip(a, b, strict=True) if x == y) / n
-    a1, b1 = sum(1 for x in a if x) / n, sum(1 for y in b if y) / n
-    chance = a1 * b1 + (1 - a1) * (1 - b1)
-    if chance == 1:
+    agree = sum(1 for x, y in zip(a, b, strict=True) if x == y)
+    counts_a, counts_b = Counter(a), Counter(b)
+    chance = sum(count * counts_b[label] for label, count in counts_a.items())  # n^2 p_e
+    if chance == n * n:
         return None
-    return (agree - chance) / (1 - chance)
+    return (n * agree - chance) / (n * n - chance)
 
 
 def marked_chars(spans: Sequence[Span]) -> set[int]:

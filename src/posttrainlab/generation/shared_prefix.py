@@ -16,11 +16,22 @@ The contract (tested in tests/generation/test_shared_prefix.py):
   already written, which the continuations follow (it is tokenized on its own and appended, as
   ``eval.policy.sequence_logprobs`` does); a continuation is the new text only.
 - **Distribution**: each of the N rows is an independent sample of the policy's continuation, drawn
-  token by token from ``softmax(logits / temperature)`` restricted to the top-p nucleus (transformers'
-  ``TopPLogitsWarper`` rule, no top-k), until an eos token, a ``stop`` string or ``max_new_tokens``.
-  The logits at every step equal those of a fresh forward pass over prompt + prefix + the tokens so far.
+  token by token from ``softmax(logits / temperature)`` restricted by ``top_k`` (off by default), the
+  top-p nucleus and the ``min_p`` floor (transformers' ``TopK``/``TopP``/``MinP`` warper rules, in that
+  order), until an eos token, a ``stop_token_ids`` token, a ``stop`` string or ``max_new_tokens``.
+  The logits at every step equal those of a fresh forward pass over prompt + prefix + the tokens so far
+  (tested through the log-probabilities the sampler records, ``logprobs=True``).
+- **vLLM's extra fields**: ``min_tokens``: eos and stop tokens cannot be drawn, and a stop string does
+  not count unless it ends after the text of the first ``min_tokens`` tokens; ``ignore_eos``: eos tokens
+  are drawn like any other (special ones leave no text) and only ``stop_token_ids``, stop strings and
+  ``max_new_tokens`` end a row.
+- **What comes back**: :func:`sample_from_ids` (prompts as token ids) returns a :class:`Sample` per
+  row: its text, every token generated (the eos or stop token that ended it included: what ``usage``
+  counts), ``finish_reason`` (``length`` when ``max_new_tokens`` ran out, else ``stop``) and, on
+  request, each token's log-probability under the model (raw logits: no temperature or filter).
 - **Seeds**: every request draws from its own ``torch.Generator`` seeded with ``request.seed``, so a
-  request's continuations do not depend on the other requests in the call (up to float rounding of
+  request's continuations do not depend on the other requests in the call (which is what lets
+  ``posttrain serve`` batch requests that each carry a seed) (up to float rounding of
   batched matrix products), nor on the caller's random state, which is left alone.
 - **temperature 0** is greedy: one row per prefix is decoded and its text repeated N times; it equals
   ``TransformersBackend.generate`` greedy on the prompt text with the prefix appended.
@@ -45,7 +56,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from posttrainlab.generation import Prompt, truncate_at_stop
+from posttrainlab.generation import Prompt
 
 
 @dataclass(frozen=True)
@@ -55,6 +66,26 @@ class PrefixRequest:
     prompt: Prompt
     prefix: str = ""
     seed: int = 0
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One sampled continuation (module docstring, "What comes back").
+
+    ``tokens``: every token generated, ending with ``stop_token`` when an eos or stop token ended it;
+    ``logprobs``: the model's log-probability of each of ``tokens`` (None unless asked for).
+    """
+
+    text: str
+    tokens: tuple[int, ...]
+    finish_reason: str
+    stop_token: int | None = None
+    logprobs: tuple[float, ...] | None = None
+
+    @property
+    def text_tokens(self) -> tuple[int, ...]:
+        """The tokens the text decodes from (``tokens`` without the stop token)."""
+        return self.tokens[:-1] if self.stop_token is not None else self.tokens
 
 
 @runtime_checkable
@@ -115,14 +146,41 @@ def continuation_text(tokenizer, prompt: Prompt, prefix: str) -> str:
     return render_prompt(tokenizer, prompt)[0] + prefix
 
 
+#: A character that starts a pre-token of its own after whitespace in every byte-level BPE (GPT-2, Llama 3,
+#: SmolLM2, Qwen2 regexes): appended to a prefix that ends in whitespace, then its tokens are dropped.
+_NEXT_STEP = "x"
+
+
+def encode_prefix(tokenizer, prefix: str) -> list[int]:
+    """Token ids of ``prefix`` as they are inside the joined text ``prefix + next step`` (the BPE boundary rule).
+
+    A BPE tokenizer reads trailing whitespace differently at the end of a string than before more text: SmolLM2's
+    reads ``"15.\n\n"`` as ``[..., "ĊĊ"]`` but ``"15.\n\nStep 2"`` as ``[..., "Ċ", "Ċ", "Step", ...]``. A prefix
+    that the policy continues ends at a step separator, and the next step starts with a non-space character, so the
+    context the model should see is the second reading: the prefix is tokenized with a stand-in first character of
+    the next step (``_NEXT_STEP``), whose tokens are then dropped. Prompt and prefix are tokenized apart (the
+    prompt ends with the chat template's special tokens and a newline, a pre-token boundary in every such
+    tokenizer). Tested on SmolLM2's tokenizer: prompt ids + ``encode_prefix(prefix)`` + ids of the rest of the trace
+    equal the ids of the whole joined text, for line and paragraph step separators
+    (tests/generation/test_shared_prefix_bpe.py). A served request (``posttrain serve``, vLLM) tokenizes the
+    rendered text whole instead, as ``apply_chat_template(continue_final_message=True)`` does.
+    """
+    if not prefix:
+        return []
+    if not prefix[-1].isspace():
+        return list(tokenizer(prefix, add_special_tokens=False)["input_ids"])
+    ids = list(tokenizer(prefix + _NEXT_STEP, add_special_tokens=False)["input_ids"])
+    tail = list(tokenizer(_NEXT_STEP, add_special_tokens=False)["input_ids"])
+    if ids[-len(tail) :] != tail:  # the stand-in merged with the whitespace: no clean boundary to keep
+        return list(tokenizer(prefix, add_special_tokens=False)["input_ids"])
+    return ids[: -len(tail)]
+
+
 def encode_request(tokenizer, request: PrefixRequest) -> list[int]:
-    """Token ids of prompt + prefix: the prompt as ``encode_prompt`` encodes it, the prefix on its own after it."""
+    """Token ids of prompt + prefix: the prompt as ``encode_prompt`` encodes it, then ``encode_prefix``."""
     from posttrainlab.generation.transformers_backend import encode_prompt
 
-    ids = encode_prompt(tokenizer, request.prompt)
-    if request.prefix:
-        ids += list(tokenizer(request.prefix, add_special_tokens=False)["input_ids"])
-    return ids
+    return encode_prompt(tokenizer, request.prompt) + encode_prefix(tokenizer, request.prefix)
 
 
 def top_p_filter(scores, top_p: float):
@@ -143,9 +201,76 @@ def top_p_filter(scores, top_p: float):
     return scores.masked_fill(remove.scatter(-1, order, remove), float("-inf"))
 
 
-def _stopped(tokenizer, tokens: list[int], stop: list[str], window: int) -> bool:
-    tail = tokenizer.decode(tokens[-window:], skip_special_tokens=True)
-    return any(s and s in tail for s in stop)
+def filter_scores(scores, *, top_k: int = 0, top_p: float = 1.0, min_p: float = 0.0):
+    """``scores`` with tokens outside the top ``top_k`` (0: off), the top-p nucleus and the ``min_p`` floor
+    (probability below ``min_p`` times the likeliest's) set to -inf: transformers' warpers, in their order.
+
+    >>> import torch
+    >>> s = torch.log(torch.tensor([[0.5, 0.3, 0.2]]))
+    >>> [filter_scores(s, **kw).isinf().tolist() for kw in ({"top_k": 1}, {"min_p": 0.5})]
+    [[[False, True, True]], [[False, False, True]]]
+    """
+    import torch
+
+    if 0 < top_k < scores.shape[-1]:
+        kth = torch.topk(scores, top_k, dim=-1).values[..., -1:]
+        scores = scores.masked_fill(scores < kth, float("-inf"))
+    scores = top_p_filter(scores, top_p)
+    if min_p > 0:
+        probs = scores.softmax(dim=-1)
+        scores = scores.masked_fill(probs < min_p * probs.amax(dim=-1, keepdim=True), float("-inf"))
+    return scores
+
+
+def stop_index(text: str, stop: Sequence[str] | None, after: int = 0) -> int | None:
+    """Where ``text`` is cut: the start of the first stop string that ends after ``after`` characters.
+
+    >>> stop_index("a\\nb\\nc", ["\\n"]), stop_index("a\\nb\\nc", ["\\n"], after=2), stop_index("abc", ["x"])
+    (1, 3, None)
+    """
+    found = [i for i in (text.find(s, max(0, after - len(s) + 1)) for s in stop or [] if s) if i >= 0]
+    return min(found, default=None)
+
+
+def check_options(
+    *, top_k: int = 0, min_p: float = 0.0, min_tokens: int = 0, max_new_tokens: int = 64,
+    stop_token_ids: Sequence[int] = (), vocab_size: int | None = None,
+) -> None:  # fmt: skip
+    """``BadInput`` for sampling options beyond ``check_sampling``'s that are out of range."""
+    from posttrainlab.errors import BadInput
+
+    if top_k < -1:
+        raise BadInput(f"top_k={top_k}: must be >= -1 (-1 or 0: all tokens)")
+    if not 0 <= min_p <= 1:
+        raise BadInput(f"min_p={min_p}: must be in [0, 1]")
+    if not 0 <= min_tokens <= max_new_tokens:
+        raise BadInput(f"min_tokens={min_tokens}: must be in 0..max_tokens ({max_new_tokens})")
+    for t in stop_token_ids:
+        if t < 0 or (vocab_size is not None and t >= vocab_size):
+            top = f"0..{vocab_size - 1}" if vocab_size is not None else ">= 0"
+            raise BadInput(f"stop_token_ids: {t} is not a token id of this model ({top})")
+
+
+def _stop_checker(tokenizer, stop: list[str], min_tokens: int) -> Callable[[list[int]], bool]:
+    """Whether a row's tokens so far end in a stop string that counts (``min_tokens``: module docstring)."""
+    window = max(len(s) for s in stop) + 4
+
+    def stopped(tokens: list[int]) -> bool:
+        if len(tokens) <= min_tokens:
+            return False
+        tail = tokenizer.decode(tokens[-window:], skip_special_tokens=True)
+        if not any(s in tail for s in stop):
+            return False
+        return min_tokens == 0 or _cut(tokenizer, tokens, stop, min_tokens) is not None
+
+    return stopped
+
+
+def _cut(tokenizer, tokens: Sequence[int], stop: list[str] | None, min_tokens: int, text: str | None = None):
+    """Where the text of ``tokens`` is cut by a stop string that counts (None: nowhere)."""
+    text = tokenizer.decode(tokens, skip_special_tokens=True) if text is None else text
+    after = len(tokenizer.decode(tokens[:min_tokens], skip_special_tokens=True)) if min_tokens else 0
+    return stop_index(text, stop, after)
 
 
 def sample_shared_prefix(
@@ -153,68 +278,108 @@ def sample_shared_prefix(
     tokenizer,
     requests: Sequence[PrefixRequest],
     *,
-    n: int = 1,
-    temperature: float = 1.0,
-    top_p: float = 1.0,
-    max_new_tokens: int = 64,
-    stop: list[str] | None = None,
-    eos_ids: Sequence[int] = (),
-    batch_size: int = 32,
-    stats: SamplingStats | None = None,
     return_tokens: bool = False,
-    preallocate: bool = True,
-    on_batch: Callable[[int], None] | None = None,
+    **options,
 ):
     """``n`` continuations per request, one prefill per request (module docstring for the contract).
 
-    ``batch_size`` counts requests per prefill (the decode batch holds up to ``batch_size * n`` rows).
-    With ``return_tokens`` the new token ids come back too: ``(texts, tokens)``. ``preallocate=False``
-    keeps transformers' concatenating cache (for ``bench/bench_mc_sampling.py``, which separates the gains).
-    ``on_batch(k)`` is called after each prefill batch of ``k`` requests (progress bars).
+    ``options`` are :func:`sample_from_ids`'s (``n``, ``temperature``, ``top_p``, ``max_new_tokens``,
+    ``stop``, ``eos_ids``, ``batch_size``, ``stats``, ...). Returns the texts; with ``return_tokens``
+    also the token ids each text decodes from (no eos or stop token): ``(texts, tokens)``.
+    """
+    encoded = [encode_request(tokenizer, r) for r in requests]
+    samples = sample_from_ids(model, tokenizer, encoded, [r.seed for r in requests], **options)
+    texts = [[s.text for s in row] for row in samples]
+    return (texts, [[list(s.text_tokens) for s in row] for row in samples]) if return_tokens else texts
+
+
+def sample_from_ids(
+    model,
+    tokenizer,
+    prompts: Sequence[Sequence[int]],
+    seeds: Sequence[int],
+    *,
+    n: int = 1,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    top_k: int = 0,
+    min_p: float = 0.0,
+    max_new_tokens: int = 64,
+    min_tokens: int = 0,
+    stop: list[str] | None = None,
+    stop_token_ids: Sequence[int] = (),
+    ignore_eos: bool = False,
+    eos_ids: Sequence[int] = (),
+    batch_size: int = 32,
+    stats: SamplingStats | None = None,
+    logprobs: bool = False,
+    preallocate: bool = True,
+    on_batch: Callable[[int], None] | None = None,
+) -> list[list[Sample]]:
+    """``n`` :class:`Sample` per prompt (token ids), prompt ``i`` drawing from a generator seeded ``seeds[i]``.
+
+    ``batch_size`` counts prompts per prefill (the decode batch holds up to ``batch_size * n`` rows).
+    ``logprobs``: record each token's log-probability. ``preallocate=False`` keeps transformers'
+    concatenating cache (for ``bench/bench_mc_sampling.py``, which separates the gains). ``on_batch(k)``
+    is called after each prefill batch of ``k`` prompts (progress bars).
     """
     import torch
 
     from posttrainlab.generation.transformers_backend import check_sampling, length_sorted_batches
 
     check_sampling(n, temperature, top_p, max_new_tokens)
+    vocab = getattr(getattr(model, "config", None), "vocab_size", None)
+    check_options(
+        top_k=top_k, min_p=min_p, min_tokens=min_tokens, max_new_tokens=max_new_tokens,
+        stop_token_ids=stop_token_ids, vocab_size=vocab if isinstance(vocab, int) else None,
+    )  # fmt: skip
+    if len(seeds) != len(prompts):
+        raise ValueError(f"{len(seeds)} seeds for {len(prompts)} prompts")
     stats = stats if stats is not None else SamplingStats()
-    encoded = [encode_request(tokenizer, r) for r in requests]
-    texts: list[list[str]] = [[] for _ in requests]
-    tokens_out: list[list[list[int]]] = [[] for _ in requests]
+    stop = [s for s in stop or [] if s] or None
+    out: list[list[Sample]] = [[] for _ in prompts]
     greedy = temperature == 0
     per_prefix = 1 if greedy else n
-    window = max((len(s) for s in stop or [] if s), default=0) + 4
-    device = model.device
+    stops = set(stop_token_ids) | (set() if ignore_eos else set(eos_ids))
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    stops = set(eos_ids)
+    decode = _Decode(
+        per_prefix=per_prefix,
+        greedy=greedy,
+        temperature=temperature,
+        filters={"top_k": max(top_k, 0), "top_p": top_p, "min_p": min_p},
+        max_new_tokens=max_new_tokens,
+        min_tokens=min_tokens,
+        stops=stops,
+        stop_check=_stop_checker(tokenizer, stop, min_tokens) if stop else None,
+        pad_id=pad_id,
+        logprobs=logprobs,
+        preallocate=preallocate,
+    )
     with torch.inference_mode():
-        for batch in length_sorted_batches([len(e) for e in encoded], batch_size):
-            rows = _decode_batch(
-                model,
-                [encoded[i] for i in batch],
-                [requests[i].seed for i in batch],
-                per_prefix=per_prefix,
-                greedy=greedy,
-                temperature=temperature,
-                top_p=top_p,
-                max_new_tokens=max_new_tokens,
-                stops=stops,
-                stop_check=(lambda toks: _stopped(tokenizer, toks, stop, window)) if stop else None,
-                pad_id=pad_id,
-                device=device,
-                stats=stats,
-                preallocate=preallocate,
-            )
+        for batch in length_sorted_batches([len(p) for p in prompts], batch_size):
+            rows = _decode_batch(model, [list(prompts[i]) for i in batch], [seeds[i] for i in batch], decode, stats)
             for j, i in enumerate(batch):
-                mine = rows[j * per_prefix : (j + 1) * per_prefix]
-                decoded = [truncate_at_stop(tokenizer.decode(t, skip_special_tokens=True), stop) for t in mine]
-                texts[i] = decoded * n if greedy else decoded
-                tokens_out[i] = mine * n if greedy else mine
+                mine = [
+                    _sample(tokenizer, *row, stop, min_tokens, stops)
+                    for row in rows[j * per_prefix : (j + 1) * per_prefix]
+                ]
+                out[i] = mine * n if greedy else mine
             if on_batch is not None:
                 on_batch(len(batch))
-    stats.requests += len(requests)
-    stats.sequences += len(requests) * n
-    return (texts, tokens_out) if return_tokens else texts
+    stats.requests += len(prompts)
+    stats.sequences += len(prompts) * n
+    return out
+
+
+def _sample(tokenizer, tokens: list[int], logprobs, stop, min_tokens: int, stops: set[int]) -> Sample:
+    """A row's :class:`Sample`: its text (stop token dropped, cut at a stop string) and why it ended."""
+    stop_token = tokens[-1] if tokens and tokens[-1] in stops else None
+    text_tokens = tokens[:-1] if stop_token is not None else tokens
+    text = tokenizer.decode(text_tokens, skip_special_tokens=True)
+    cut = _cut(tokenizer, text_tokens, stop, min_tokens, text) if stop else None
+    reason = "stop" if stop_token is not None or cut is not None else "length"
+    lp = tuple(logprobs) if logprobs is not None else None
+    return Sample(text[:cut] if cut is not None else text, tuple(tokens), reason, stop_token, lp)
 
 
 @functools.cache
@@ -274,30 +439,37 @@ def _preallocate(cache, repeats: int, extra: int) -> None:
             layer.batch_repeat_interleave(repeats)
 
 
-def _decode_batch(
-    model,
-    prompts: list[list[int]],
-    seeds: list[int],
-    *,
-    per_prefix: int,
-    greedy: bool,
-    temperature: float,
-    top_p: float,
-    max_new_tokens: int,
-    stops: set[int],
-    stop_check,
-    pad_id: int,
-    device,
-    stats: SamplingStats,
-    preallocate: bool = True,
-) -> list[list[int]]:
-    """Prefill ``prompts`` once, expand each to ``per_prefix`` rows, decode; new token ids per row."""
+@dataclass(frozen=True)
+class _Decode:
+    """How :func:`_decode_batch` decodes (``sample_from_ids``'s arguments, resolved)."""
+
+    per_prefix: int
+    greedy: bool
+    temperature: float
+    filters: dict
+    max_new_tokens: int
+    min_tokens: int
+    stops: set[int]
+    stop_check: Callable[[list[int]], bool] | None
+    pad_id: int
+    logprobs: bool
+    preallocate: bool
+
+
+def _decode_batch(model, prompts: list[list[int]], seeds: list[int], how: _Decode, stats: SamplingStats) -> list:
+    """Prefill ``prompts`` once, expand each to ``per_prefix`` rows, decode; ``(tokens, logprobs)`` per row.
+
+    A row's tokens end with the eos or stop token that ended it, if one did; ``logprobs`` is None
+    unless ``how.logprobs``.
+    """
     import torch
     from transformers import DynamicCache
 
     from posttrainlab.generation.transformers_backend import left_pad
 
-    ids, mask = left_pad(prompts, pad_id)
+    device = model.device
+    per_prefix = how.per_prefix
+    ids, mask = left_pad(prompts, how.pad_id)
     ids, mask = ids.to(device), mask.to(device)
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
     cache = DynamicCache()  # filled in place by the forward pass
@@ -307,8 +479,8 @@ def _decode_batch(
     stats.prefill_tokens += int(mask.sum())
     stats.prefill_positions += int(mask.numel())
     logits = out.logits[:, -1, :].float()
-    if preallocate:
-        _preallocate(cache, per_prefix, max_new_tokens)  # the N-fold expansion, with room for the new tokens
+    if how.preallocate:
+        _preallocate(cache, per_prefix, how.max_new_tokens)  # the N-fold expansion, with room for the new tokens
     elif per_prefix > 1:
         cache.batch_repeat_interleave(per_prefix)
     if per_prefix > 1:
@@ -317,22 +489,27 @@ def _decode_batch(
     total = len(prompts) * per_prefix
     owner = [r // per_prefix for r in range(total)]  # the prompt each row continues
     generators = []
-    if not greedy:
+    if not how.greedy:
         for seed in seeds:
             g = torch.Generator(device="cpu")
             g.manual_seed(seed)
             generators.append(g)
     new_tokens: list[list[int]] = [[] for _ in range(total)]
+    logprobs: list[list[float]] | None = [[] for _ in range(total)] if how.logprobs else None
+    held = torch.tensor(sorted(how.stops), dtype=torch.long, device=device)  # not drawn before min_tokens
     batch = list(range(total))  # the row ids in the cache, in cache order
     alive = [True] * total
-    filler = min(stops) if stops else pad_id  # fed to finished rows until they are dropped from the cache
-    for step in range(max_new_tokens):
+    filler = min(how.stops) if how.stops else how.pad_id  # fed to finished rows until they are dropped
+    for step in range(how.max_new_tokens):
         live = [k for k, row in enumerate(batch) if alive[row]]
         live_logits = logits if len(live) == len(batch) else logits[live]
-        if greedy:
-            picks = live_logits.argmax(dim=-1).tolist()
+        scores = live_logits
+        if step < how.min_tokens and len(held):  # every live row has drawn ``step`` tokens
+            scores = scores.index_fill(-1, held, float("-inf"))
+        if how.greedy:
+            picks = scores.argmax(dim=-1).tolist()
         else:
-            probs = top_p_filter(live_logits / temperature, top_p).softmax(dim=-1).cpu()
+            probs = filter_scores(scores / how.temperature, **how.filters).softmax(dim=-1).cpu()
             picks = [0] * len(live)
             start = 0
             while start < len(live):  # the live rows of one prompt are contiguous: one draw per prompt
@@ -342,18 +519,19 @@ def _decode_batch(
                     end += 1
                 picks[start:end] = torch.multinomial(probs[start:end], 1, generator=generators[who])[:, 0].tolist()
                 start = end
+        if logprobs is not None:
+            drawn = live_logits.log_softmax(dim=-1).gather(-1, torch.tensor(picks, device=device)[:, None])
+            for k, lp in zip(live, drawn[:, 0].tolist(), strict=True):
+                logprobs[batch[k]].append(lp)
         chosen = [filler] * len(batch)
         for k, token in zip(live, picks, strict=True):
             row = batch[k]
             chosen[k] = token
-            if token in stops:
-                alive[row] = False
-                continue
             new_tokens[row].append(token)
-            if stop_check is not None and stop_check(new_tokens[row]):
+            if token in how.stops or (how.stop_check is not None and how.stop_check(new_tokens[row])):
                 alive[row] = False
         n_alive = sum(alive[row] for row in batch)
-        if n_alive == 0 or step == max_new_tokens - 1:
+        if n_alive == 0 or step == how.max_new_tokens - 1:
             break
         if 4 * (len(batch) - n_alive) >= len(batch):  # drop finished rows once they are a quarter of the batch
             keep = [k for k, row in enumerate(batch) if alive[row]]
@@ -375,7 +553,7 @@ def _decode_batch(
         logits = out.logits[:, -1, :].float()
         stats.decode_steps += 1
         stats.decode_tokens += len(batch)
-    return new_tokens
+    return [(new_tokens[r], logprobs[r] if logprobs is not None else None) for r in range(total)]
 
 
 def continue_with_generate(
@@ -460,13 +638,19 @@ __all__ = [
     "ForwardCount",
     "PrefixRequest",
     "PrefixSampler",
+    "Sample",
     "SamplingStats",
     "continuation_text",
     "continue_with_generate",
     "count_forward_tokens",
     "derive_seed",
+    "encode_prefix",
     "encode_request",
+    "check_options",
+    "filter_scores",
     "sample_continuations",
+    "sample_from_ids",
     "sample_shared_prefix",
+    "stop_index",
     "top_p_filter",
 ]

@@ -5,7 +5,8 @@ How a call runs, and why:
 - **Prompts are rendered once, with the model's own chat template** (``add_generation_prompt=True``),
   so evaluation sees exactly the prompt format SFT trained on; a tokenizer without a chat template
   falls back to a plain role-prefixed prompt (``plain_chat``). ``render_prompt`` is shared with the
-  log-probability scorer in ``eval.policy``.
+  log-probability scorer in ``eval.policy``; its ``add_generation_prompt`` and
+  ``continue_final_message`` are ``apply_chat_template``'s (and vLLM's), for ``posttrain serve``.
 - **Batches are sorted by prompt length** (longest first) so a batch holds prompts of similar length
   and little compute is spent on padding; the longest batch runs first, so a batch size that does not
   fit in memory fails at once, not at the end. Results come back in prompt order.
@@ -27,6 +28,10 @@ How a call runs, and why:
 - **Shared-prefix continuations** (``sample_continuations``, for Monte-Carlo labelling): one prefill
   per prefix, its KV cache expanded to the N continuations (``generation.shared_prefix``), where
   ``generate(n=N)`` would encode the prompt N times; ``stats`` adds up the work it did.
+- **Token-id prompts with a seed each** (``sample_ids``, for ``posttrain serve``): the same sampler,
+  with vLLM's ``top_k``, ``min_p``, ``min_tokens``, ``stop_token_ids`` and ``ignore_eos``, returning
+  :class:`~posttrainlab.generation.shared_prefix.Sample` (token ids, finish reason): requests with
+  different seeds share one call and each gets what it would get alone.
 """
 
 from __future__ import annotations
@@ -36,31 +41,59 @@ from collections.abc import Sequence
 
 from posttrainlab.errors import BadInput
 from posttrainlab.generation import Prompt, truncate_at_stop
-from posttrainlab.generation.shared_prefix import PrefixRequest, SamplingStats
+from posttrainlab.generation.shared_prefix import PrefixRequest, Sample, SamplingStats
 from posttrainlab.progress import progress_bar
 
 
-def plain_chat(messages: list[dict]) -> str:
+def plain_chat(
+    messages: list[dict], *, add_generation_prompt: bool = True, continue_final_message: bool = False
+) -> str:
     """The fallback prompt for a tokenizer without a chat template: one ``role: content`` line each.
+
+    ``continue_final_message``: the last message is left open (``role:`` then its text, as
+    ``shared_prefix.continuation_text`` writes an assistant prefix).
 
     >>> plain_chat([{"role": "user", "content": "What is 2 + 3?"}])
     'user: What is 2 + 3?\\nassistant:'
+    >>> qa = [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "A"}]
+    >>> plain_chat(qa, continue_final_message=True), plain_chat(qa[:1], add_generation_prompt=False)
+    ('user: Q\\nassistant:A', 'user: Q\\n')
     """
-    return "".join(f"{m['role']}: {m['content']}\n" for m in messages) + "assistant:"
+    if continue_final_message:
+        *closed, last = messages
+        return plain_chat(closed, add_generation_prompt=False) + f"{last['role']}:{last['content']}"
+    return "".join(f"{m['role']}: {m['content']}\n" for m in messages) + ("assistant:" if add_generation_prompt else "")
 
 
-def render_prompt(tokenizer, prompt: Prompt) -> tuple[str, bool]:
-    """The prompt text, and whether it came from the chat template (which then holds any bos token)."""
+def render_prompt(
+    tokenizer, prompt: Prompt, *, add_generation_prompt: bool = True, continue_final_message: bool = False
+) -> tuple[str, bool]:
+    """The prompt text, and whether it came from the chat template (which then holds any bos token).
+
+    The two options are ``apply_chat_template``'s (a string prompt is used as it is): both true is
+    ``BadInput``, as a final message the template does not reproduce is for ``continue_final_message``.
+    """
     if isinstance(prompt, str):
         return prompt, False
+    if add_generation_prompt and continue_final_message:
+        raise BadInput("continue_final_message and add_generation_prompt cannot both be true")
+    if continue_final_message and not prompt:
+        raise BadInput("continue_final_message: there is no final message to continue")
+    options = {"add_generation_prompt": add_generation_prompt, "continue_final_message": continue_final_message}
     if getattr(tokenizer, "chat_template", None):
-        return tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True), True
-    return plain_chat(prompt), False
+        try:
+            return tokenizer.apply_chat_template(prompt, tokenize=False, **options), True
+        except ValueError as e:  # e.g. a template that rewrites the final message it should continue
+            raise BadInput(f"the chat template cannot render these messages: {e}") from None
+    return plain_chat(prompt, **options), False
 
 
-def encode_prompt(tokenizer, prompt: Prompt) -> list[int]:
-    """Token ids of a rendered prompt (special tokens added only where the chat template did not)."""
-    text, templated = render_prompt(tokenizer, prompt)
+def encode_prompt(tokenizer, prompt: Prompt, **options) -> list[int]:
+    """Token ids of a rendered prompt (special tokens added only where the chat template did not).
+
+    ``options``: ``render_prompt``'s ``add_generation_prompt`` / ``continue_final_message``.
+    """
+    text, templated = render_prompt(tokenizer, prompt, **options)
     return list(tokenizer(text, add_special_tokens=not templated)["input_ids"])
 
 
@@ -244,6 +277,26 @@ class TransformersBackend:
             batch_size=self.batch_size,
             stats=self.stats,
             on_batch=on_batch,
+        )
+
+    def sample_ids(self, prompts: Sequence[Sequence[int]], seeds: Sequence[int], **options) -> list[list[Sample]]:
+        """``n`` samples per token-id prompt, prompt ``i`` seeded ``seeds[i]`` (module docstring).
+
+        ``options``: ``shared_prefix.sample_from_ids``'s sampling arguments (``n``, ``temperature``,
+        ``top_p``, ``top_k``, ``min_p``, ``max_new_tokens``, ``min_tokens``, ``stop``, ``stop_token_ids``,
+        ``ignore_eos``, ``logprobs``).
+        """
+        from posttrainlab.generation.shared_prefix import sample_from_ids
+
+        return sample_from_ids(
+            self.model,
+            self.tokenizer,
+            prompts,
+            seeds,
+            **options,
+            eos_ids=self.eos_ids(),
+            batch_size=self.batch_size,
+            stats=self.stats,
         )
 
     def sample_continuations(

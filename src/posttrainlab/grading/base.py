@@ -14,7 +14,8 @@ from typing import Any, Protocol
 #: ``wrong_answer``: answer found in the required form, not equal.
 #: ``missing_answer``: no answer at all.
 #: ``malformed``: an answer was attempted but not in the required form (unparseable, not last, ...).
-#: ``timeout``: the checker ran out of time (math grader only); never counted correct.
+#: ``timeout``: the checker ran out of time, or its worker died or failed (math grader only): no
+#: verdict, never counted correct.
 OUTCOMES = ("correct", "wrong_answer", "missing_answer", "malformed", "timeout")
 
 
@@ -33,6 +34,26 @@ class Grade:
 
 
 class Grader(Protocol):
-    """Anything that grades one response against one reference answer."""
+    """Anything that grades one response against one reference answer.
+
+    Every response gets a grade, never an exception (a reward function must not crash a training step):
+    see :func:`grade_of_non_text`. Only a reference the grader cannot read raises ``BadInput``: that is the
+    data's fault, not the response's.
+    """
 
     def grade(self, response: str, answer: Any) -> Grade: ...
+
+
+def grade_of_non_text(response: Any) -> Grade | None:
+    """The grade of a response that is not a ``str``, or ``None`` for text (which the grader reads).
+
+    ``None`` (a generation that produced nothing, a chat message with no content) is ``missing_answer``;
+    anything else (bytes, a number, a list of messages) is ``malformed``: never read as an answer, and
+    counted where a report shows it rather than guessed at.
+
+    >>> grade_of_non_text(None), grade_of_non_text(b"Answer: 1").outcome, grade_of_non_text("Answer: 1")
+    (Grade(correct=False, outcome='missing_answer', parsed=None), 'malformed', None)
+    """
+    if isinstance(response, str):
+        return None
+    return Grade(False, "missing_answer" if response is None else "malformed", None)

@@ -24,13 +24,18 @@ the whole trace: it is graded once, with no rollout (V is 1.0 or 0.0; its contin
 itself). With the judge relabel pass the judge's verdict replaces the grade wherever it gave one.
 V = correct / N; the Math-Shepherd hard label is V > 0; ``correct`` in the rows is V >= 0.5.
 
-**Binary search** (``search="binary"``, OmegaPRM-style): on a trace whose final grade is wrong, the
-first prefix with V = 0 is found by bisection, rolling out only the prefixes visited; on a correct
-trace nothing is rolled out (every prefix has one correct continuation, the trace itself). Values
-written: a visited prefix its measured V; an unvisited prefix after the first zero 0.0; an unvisited
-prefix before it the V of the nearest visited prefix after it (which is > 0: the last positive probe,
-or the correct trace's 1.0). So the hard labels are what the search concluded, and soft values of
-unvisited prefixes are copies. ``how`` in the work file says which rule gave each value.
+**Binary search** (``search="binary"``, OmegaPRM-style): on a trace whose final grade is wrong,
+bisection rolls out only the prefixes it visits and stops at a zero ``z`` (measured V = 0) whose
+predecessor was measured V > 0 (or ``z = 0``); every measured prefix before ``z`` is > 0, so ``z`` is
+the first *measured* zero, and when V is monotone (once 0, it stays 0) it is the first zero. Without
+monotonicity an earlier unvisited prefix may have V = 0: finding it would take rolling out every
+prefix before ``z``, which is the full search. On a correct trace nothing is rolled out (every prefix
+has one correct continuation, the trace itself). Values written: a visited prefix its measured V; an
+unvisited prefix after ``z`` 0.0; an unvisited prefix before it the V of the nearest visited prefix
+after it (which is > 0: the last positive probe, or the correct trace's 1.0). So the hard labels are
+what the search concluded, and soft values of unvisited prefixes are copies. ``how`` in the work file
+says which rule gave each value, and each row's ``value_source`` says ``measured`` (``rollout``,
+``trace``) or ``inferred`` (``carried``, ``after_zero``).
 
 **Seeds, shards, resume.** Every request's seed derives from (run seed, problem id, trace, step), so a
 problem's labels do not depend on the order of problems, the shard or a restart. ``--shard I/K`` takes
@@ -79,6 +84,8 @@ PROMPT_SHA256 = hashlib.sha256(PROMPT_TEMPLATE.encode()).hexdigest()
 LABEL = "yes"
 STEP_SPLITS = {"lines": "\n", "paragraphs": "\n\n"}
 SEARCHES = ("full", "binary")
+#: A row's ``value_source`` from the rule that gave its value (``how``; binary search in the module docstring).
+VALUE_SOURCE = {"rollout": "measured", "trace": "measured", "carried": "inferred", "after_zero": "inferred"}
 WORK = "work"
 
 
@@ -312,7 +319,10 @@ def exact_labels(first_error: int, num_steps: int) -> list[int]:
 
 
 class FirstZeroSearch:
-    """Bisection for the first prefix with V = 0 on one trace (values rule in the module docstring).
+    """Bisection for a >0 -> 0 step of V on one trace: the first zero when V is monotone (module docstring).
+
+    ``first_zero`` ends measured 0 with ``first_zero - 1`` measured > 0 (or ``first_zero == 0``), and no
+    measured prefix before it is 0; ``None`` on a correct trace. ``values()`` gives ``(V, how)`` per prefix.
 
     >>> s = FirstZeroSearch(num_steps=6, final_value=0.0)
     >>> probes = []
@@ -554,9 +564,10 @@ def rows_of(
 ) -> list[dict[str, Any]]:
     """The Polaris MC rows of one work record: one per prefix, traces in order, prefixes in order.
 
+    Each row has the card's columns and ``value_source`` (``measured`` or ``inferred``, an optional
+    column of the mc-value schema, so the rows still concatenate with other rows of the card's schema).
     With ``text_columns`` each row also carries ``question`` and the trace's ``steps`` (all of them;
-    ``step_idx`` says where the prefix ends), which grouped PRM training needs; without, exactly the
-    card's columns, to concatenate with other rows of the card's schema.
+    ``step_idx`` says where the prefix ends), which grouped PRM training needs.
     """
     sep = STEP_SPLITS[step_split]
     rows = []
@@ -576,6 +587,7 @@ def rows_of(
                     "num_steps": t["num_steps"],
                     "loss_weight": 1.0,
                     "enable_thinking": False,
+                    "value_source": VALUE_SOURCE[p["how"]],
                 }
             )
             if text_columns:
@@ -871,6 +883,9 @@ def finalize(
         "val_ids": sorted(val_ids),
         **totals,
         "prefixes_by_rule": dict(sorted(hows.items())),
+        "prefixes_by_source": {
+            src: sum(k for how, k in hows.items() if VALUE_SOURCE[how] == src) for src in ("measured", "inferred")
+        },
         "mean_solve_rate": sum(solve_rate.values()) / len(solve_rate),
         "value_table": stats,
         "files": files,

@@ -7,6 +7,8 @@
     OUT/test/{span,step,meta}.jsonl    the problems of the test split
     OUT/summary.json                   counts, clean share, first-error histogram, warnings
 
+An earlier build in ``OUT`` is replaced; a folder holding any other file is refused (exit 2) and left as it is.
+
 Row i of ``span.jsonl``, ``step.jsonl`` and ``meta.jsonl`` in a folder is the same solution (the SHARP
 join by position). The span view is ``question, model_answer, hallucination_annotation`` with the
 judge's tags (a clean solution carries no tag); the step view comes from it through the existing
@@ -42,13 +44,17 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from posttrainlab.data.atomic import staging_dir
+from posttrainlab.data.atomic import check_output_folder, staging_dir
 from posttrainlab.data.formats.sharp import check_span_row, span_to_step
 from posttrainlab.data.jsonl import write_jsonl
 from posttrainlab.errors import BadInput
 
 SELECTIONS = ("all", "one-per-problem")
 SPLITS = ("all", "train", "test")
+VIEWS = ("span", "step", "meta")
+SUMMARY = "summary.json"
+#: every file a build writes (an earlier build is recognised by them)
+OWN_FILES = frozenset({SUMMARY} | {f"{split}/{view}.jsonl" for split in SPLITS for view in VIEWS})
 TEST_SPLIT_NAMES = ("test",)
 
 
@@ -155,7 +161,7 @@ def build_views(
     usable = [r for r in records if r["status"] != "failed" and r.get("hallucination_annotation") is not None]
     kept = select(usable, selection)
     test = held_out_problems((problem_key(r) for r in kept), test_share, seed)
-    views: dict[str, dict[str, list[dict[str, Any]]]] = {s: {"span": [], "step": [], "meta": []} for s in SPLITS}
+    views: dict[str, dict[str, list[dict[str, Any]]]] = {s: {v: [] for v in VIEWS} for s in SPLITS}
     for r in kept:
         span = span_row(r)
         reason = check_span_row(span)
@@ -184,11 +190,12 @@ def build_views(
 
 def write_views(views: dict[str, dict[str, list[dict[str, Any]]]], summary: dict[str, Any], out: Path) -> Path:
     """Write the views and ``summary.json`` into ``out``, replacing an earlier build atomically."""
+    check_output_folder(out, OWN_FILES.__contains__, what="sharp-build output")
     with staging_dir(out) as tmp:
         for split, files in views.items():
             for name, rows in files.items():
                 write_jsonl(tmp / split / f"{name}.jsonl", rows)
-        (tmp / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        (tmp / SUMMARY).write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return out
 
 

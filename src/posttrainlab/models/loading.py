@@ -13,6 +13,11 @@ checkpoint, or a Hub id such as ``Qwen/Qwen2.5-0.5B-Instruct``. Why it is writte
 - **Never unpickle (DESIGN.md reliability).** Weights load with ``use_safetensors=True``: a repo
   that ships only ``pytorch_model.bin`` is refused with a one-line reason, not ``torch.load``-ed.
   ``trust_remote_code`` is passed through only when the caller sets it.
+- **No weights made up (``load_weights``).** ``from_pretrained`` fills a tensor the checkpoint lacks
+  (or holds in another shape) with a fresh random init and logs a multi-line LOAD REPORT table;
+  ``load_weights`` asks it for its own loading info instead (``output_loading_info``; shapes that
+  differ are reported, not raised) and holds that table back, so the caller decides: refuse in one
+  line, say in one line what it initialised, or let transformers' report through unchanged.
 - **Ready for batched generation.** The tokenizer gets a pad token (its eos when it has none) and
   left padding, and the model's generation config learns the pad id, so ``model.generate`` on a
   left-padded batch needs nothing more.
@@ -20,7 +25,11 @@ checkpoint, or a Hub id such as ``Qwen/Qwen2.5-0.5B-Instruct``. Why it is writte
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from posttrainlab.data import hub
@@ -78,6 +87,88 @@ def resolve_dtype(dtype):
     if dtype not in DTYPES:
         raise BadInput(f"dtype {dtype!r}: choose one of {', '.join(DTYPES)}")
     return "auto" if dtype == "auto" else getattr(torch, dtype)
+
+
+@dataclass
+class LoadedWeights:
+    """What ``from_pretrained`` could not take from the checkpoint (transformers' own loading info)."""
+
+    missing: set[str]
+    unexpected: set[str]
+    mismatched: dict[str, tuple[tuple[int, ...], tuple[int, ...]]]  # key -> (checkpoint shape, model shape)
+    held: list[logging.LogRecord] = field(default_factory=list)  # transformers' LOAD REPORT, not yet shown
+
+    @property
+    def fresh(self) -> set[str]:
+        """The model's tensors that were initialised at random: missing or of another shape."""
+        return self.missing | set(self.mismatched)
+
+    def describe(self) -> str:
+        """One line naming the fresh tensors, e.g. ``missing from the checkpoint: score.weight``."""
+        parts = []
+        if self.missing:
+            parts.append(f"missing from the checkpoint: {listed(sorted(self.missing))}")
+        if self.mismatched:
+            items = [f"{k} (checkpoint {_dims(c)}, model {_dims(m)})" for k, (c, m) in sorted(self.mismatched.items())]
+            parts.append(f"of another shape in the checkpoint: {listed(items)}")
+        return "; ".join(parts)
+
+    def replay(self) -> None:
+        """Show transformers' held-back LOAD REPORT, as it would have been shown."""
+        logger = logging.getLogger(_REPORT_LOGGER)
+        for record in self.held:
+            logger.handle(record)
+        self.held.clear()
+
+
+def listed(items: list[str], limit: int = 6) -> str:
+    """``a, b, c and 4 more``: a list of tensor names short enough for a one-line message."""
+    more = f" and {len(items) - limit} more" if len(items) > limit else ""
+    return ", ".join(items[:limit]) + more
+
+
+def _dims(shape: tuple[int, ...]) -> str:
+    return "x".join(map(str, shape))  # (3, 32) -> 3x32
+
+
+#: the logger transformers writes its LOAD REPORT table to (``utils.loading_report.log_state_dict_report``)
+_REPORT_LOGGER = "transformers.modeling_utils"
+
+
+@contextlib.contextmanager
+def _hold_load_report(held: list[logging.LogRecord]) -> Iterator[None]:
+    """Keep transformers' LOAD REPORT records out of the log while the block runs, in ``held``."""
+
+    def hold(record: logging.LogRecord) -> bool:
+        if "LOAD REPORT" in record.getMessage():
+            held.append(record)
+            return False
+        return True
+
+    logger = logging.getLogger(_REPORT_LOGGER)
+    logger.addFilter(hold)
+    try:
+        yield
+    finally:
+        logger.removeFilter(hold)
+
+
+def load_weights(cls, source: str, **kwargs):
+    """``(cls.from_pretrained(source, **kwargs), LoadedWeights)``; nothing about missing keys is logged yet.
+
+    A tensor of another shape is re-initialised and listed (``ignore_mismatched_sizes``), not raised
+    as transformers' multi-line ``RuntimeError``; the caller refuses or accepts what ``fresh`` lists,
+    and calls ``replay()`` to let transformers' report through when it neither refuses nor explains.
+    """
+    held: list[logging.LogRecord] = []
+    try:
+        with _hold_load_report(held):
+            model, info = cls.from_pretrained(source, output_loading_info=True, ignore_mismatched_sizes=True, **kwargs)
+    except Exception:
+        LoadedWeights(set(), set(), {}, held).replay()  # the report a transformers error points to
+        raise
+    mismatched = {key: (tuple(ckpt), tuple(want)) for key, ckpt, want in info["mismatched_keys"]}
+    return model, LoadedWeights(set(info["missing_keys"]), set(info["unexpected_keys"]), mismatched, held)
 
 
 def _from_pretrained(source: str, *, local_only: bool, trust_remote_code: bool, dtype):

@@ -34,11 +34,20 @@ the separator count would no longer name the steps.
 ``score.2`` Linear to 2 classes), natively from safetensors; (c) a causal LM with a ``prm_config.json``
 saying ``head: verdict``. ``prm_config.json`` (written by ``posttrain train prm``) also fixes the
 separator, chat/plain and system prompt; without it (a, b) the defaults above apply.
+
+**Weights** are the checkpoint's or nothing: a scoring load (``load_prm``) refuses a checkpoint that
+lacks a tensor the model needs or holds one in another shape (``BadInput`` naming them), where
+``from_pretrained`` would fill it at random and score noise that differs at each load. Only
+``load_for_training`` may make a new token-cls head (on a causal LM, an encoder, or a PRM without
+one), and says so in one line instead of transformers' LOAD REPORT table. A verdict head is the LM
+head: tied (the tiny model), it is the embedding; untied, a missing ``lm_head.weight`` is refused in
+training too, since a random LM head has no verdict to fine-tune.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -50,6 +59,8 @@ from transformers.modeling_outputs import TokenClassifierOutput
 from transformers.models.qwen2.modeling_qwen2 import Qwen2Config, Qwen2Model, Qwen2PreTrainedModel
 
 from posttrainlab.errors import BadInput
+
+log = logging.getLogger(__name__)
 
 PRM_CONFIG = "prm_config.json"
 HEADS = ("token-cls", "verdict")
@@ -342,7 +353,7 @@ def _load(path: str, *, head: str | None, dtype, trust_remote_code: bool, for_tr
     """``(model, tokenizer, saved spec or None, head)``; ``head=None`` means "what the checkpoint is"."""
     from transformers import AutoTokenizer
 
-    from posttrainlab.models.loading import one_line_load_error, resolve_dtype
+    from posttrainlab.models.loading import load_weights, one_line_load_error, resolve_dtype
 
     source, local_only, offline_reason = _resolve(path)
     common = {"trust_remote_code": trust_remote_code, "local_files_only": local_only}
@@ -371,7 +382,8 @@ def _load(path: str, *, head: str | None, dtype, trust_remote_code: bool, for_tr
                 raise BadInput(f"{path}: a {arch} checkpoint has no token-classification head")
             kwargs |= {"num_labels": 2, "id2label": LABELS, "label2id": {v: k for k, v in LABELS.items()}}
         tokenizer = AutoTokenizer.from_pretrained(source, **common)
-        model = cls.from_pretrained(source, **kwargs)
+        model, weights = load_weights(cls, source, **kwargs)
+        _check_weights(path, model, weights, head=head, training=for_training)
     except BadInput:
         raise
     except Exception as e:
@@ -389,8 +401,33 @@ def _load(path: str, *, head: str | None, dtype, trust_remote_code: bool, for_tr
     return model, tokenizer, saved, head
 
 
+def _check_weights(path: str, model, weights, *, head: str, training: bool) -> None:
+    """Refuse randomly initialised tensors, except a new token-cls head in ``training``.
+
+    The head is what lies outside the backbone (``base_model_prefix``): ``score``, ``classifier``.
+    A verdict head is the LM head (``lm_head``), never made anew.
+    """
+    from posttrainlab.models.loading import listed
+
+    fresh = weights.fresh
+    if not fresh:
+        weights.replay()  # only unexpected tensors, if any: transformers' report says which
+        return
+    backbone = getattr(model, "base_model_prefix", "")
+    if training and head == "token-cls" and backbone and not any(k.startswith(backbone + ".") for k in fresh):
+        modules = ", ".join(f"`{m}`" for m in sorted({k.split(".")[0] for k in fresh}))
+        unused = f" (checkpoint tensors not used: {listed(sorted(weights.unexpected))})" if weights.unexpected else ""
+        log.warning("prm: new token-classification head %s (2 classes) on top of %s%s", modules, path, unused)
+        return
+    what = "train on" if training else "score with"
+    raise BadInput(f"{path}: {weights.describe()}; refusing to {what} randomly initialised weights")
+
+
 def load_prm(path: str | os.PathLike, *, dtype="float32", trust_remote_code: bool = False):
-    """``(model, tokenizer, spec)`` of a PRM checkpoint in any of the three layouts, in eval mode."""
+    """``(model, tokenizer, spec)`` of a PRM checkpoint in any of the three layouts, in eval mode.
+
+    Every tensor comes from the checkpoint: one missing or of another shape is ``BadInput``.
+    """
     path = str(path)
     model, tokenizer, saved, head = _load(
         path, head=None, dtype=dtype, trust_remote_code=trust_remote_code, for_training=False
@@ -416,7 +453,8 @@ def load_for_training(
 ):
     """``(model, tokenizer, spec)`` to train a PRM with ``head`` from a causal LM, an encoder or a PRM.
 
-    A token-cls head on a model without one gets a fresh 2-label head. The separator is added as a
+    A token-cls head on a model without one gets a fresh 2-label head, announced in one warning line
+    (any other tensor the checkpoint lacks is ``BadInput``, as in ``load_prm``). The separator is added as a
     special token when the tokenizer lacks it, and the embeddings are resized to match.
     ``chat=None`` uses the tokenizer's chat template when it has one.
     """

@@ -15,6 +15,8 @@ from pathlib import Path
 
 from posttrainlab.errors import BadInput
 
+INIT = "model init output"  # names an earlier output of `posttrain model init` in a refusal
+
 
 @dataclass
 class TinyModelConfig:
@@ -70,19 +72,31 @@ def build_model(cfg: TinyModelConfig):
     return model, tokenizer
 
 
-def save_pretrained(model, tokenizer, out: str | os.PathLike) -> Path:
-    """Save model (safetensors) and tokenizer into ``out`` atomically (staging folder, then rename)."""
-    from posttrainlab.data.atomic import staging_dir
+def save_pretrained(model, tokenizer, out: str | os.PathLike, *, what: str = INIT, finish=None) -> Path:
+    """Save model (safetensors) and tokenizer into ``out`` atomically (staging folder, then rename).
+
+    ``finish(folder)``, when given, adds files to the staged folder (pretrain's metadata). ``out`` is
+    replaced only when every file in it is one this save wrote too (an earlier output of ``what``):
+    transformers decides the file names, so they are read from the staged folder, not listed here.
+    """
+    from posttrainlab.data.atomic import check_output_folder, folder_files, staging_dir
 
     out = Path(out)
     with staging_dir(out) as tmp:
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
+        if finish is not None:
+            finish(tmp)
+        check_output_folder(out, set(folder_files(tmp)).__contains__, what=what)
     return out
 
 
 def init_model(cfg: TinyModelConfig, out: str | os.PathLike) -> Path:
     """Initialise the tiny model from ``cfg`` and save it in Hugging Face format."""
+    from posttrainlab.data.atomic import check_output_folder
+
+    earlier = (Path(out) / "config.json").is_file()  # a model folder: the save checks each of its files
+    check_output_folder(out, lambda rel: earlier, what=INIT)  # anything else is refused before the model is built
     model, tokenizer = build_model(cfg)
     return save_pretrained(model, tokenizer, out)
 

@@ -47,6 +47,8 @@ class PRM:
 
         ``device``: ``None`` picks CUDA when available, else the CPU. ``dtype``: float32, bfloat16,
         float16 or auto (the checkpoint's own); scores are computed in float32 from the logits.
+        A checkpoint lacking a weight the model needs (its head, say) or holding one in another shape
+        is ``BadInput`` naming them: scores come from the checkpoint's weights, never a random init.
         """
         import torch
 

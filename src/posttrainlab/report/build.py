@@ -23,7 +23,7 @@ from pathlib import Path
 
 from posttrainlab.data.arith.corrupt import CORRUPTIONS
 from posttrainlab.data.arith.problems import CATEGORIES
-from posttrainlab.data.atomic import staging_dir, write_text
+from posttrainlab.data.atomic import check_output_folder, staging_dir, write_text
 from posttrainlab.errors import BadInput
 from posttrainlab.report import plots
 from posttrainlab.report.plots import METHODS, OUTCOMES, Stat, finite, method_label, ordered, stat, sub
@@ -404,7 +404,11 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
     images = figures(run)
     report = blocks(run, list(images))
     md_path, html_path = run.path / "report.md", run.path / "report.html"
-    with staging_dir(run.path / "report_files") as tmp:
+    # the folder is replaced whole: refuse one holding anything but the report's own plots
+    files = check_output_folder(
+        run.path / "report_files", lambda rel: "/" not in rel and rel.endswith(".png"), what="report"
+    )
+    with staging_dir(files) as tmp:
         for name, png in images.items():
             (tmp / f"{name}.png").write_bytes(png)  # the whole folder is swapped in at once
     write_text(md_path, to_markdown(report))

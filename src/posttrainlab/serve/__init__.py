@@ -3,8 +3,9 @@
 ``app.create_app(backend, model_name, api_key=None, ...)`` puts ``/v1/models``, ``/v1/chat/completions``
 and ``/v1/completions`` in front of any object with the ``generate`` method of
 ``posttrainlab.generation.SamplingBackend``: a local Hugging Face model (``TransformersBackend``), a
-program judge (``serve.program_judge``), or a test double. ``batcher.Batcher`` makes concurrent requests
-share one ``generate`` call. See ``docs/judge.md`` ("Serving").
+program judge (``serve.program_judge``), or a test double. ``requests`` says which request fields are
+implemented and refuses the rest (400, never dropped); ``batcher.Batcher`` makes concurrent requests
+share one backend call. See ``docs/judge.md`` ("Serving").
 
 This package's ``__init__`` imports nothing: FastAPI and uvicorn are loaded only by ``serve.app``, so a
 module beside it (the program judge) can be imported without them.

@@ -2,23 +2,29 @@
 
 Hand-written, not vLLM's server, because vLLM's server needs vLLM's engine (a GPU); this one fronts
 whatever ``generate`` it is given: the transformers backend on CPU, the arith program judge, a test
-double. It speaks the subset of the OpenAI API that the judge harness and the trainers' rollout
-clients use, and says so when asked for more:
+double. It speaks the subset of the OpenAI API (and of vLLM's extensions) that the judge harness, the
+trainers' rollout clients and ``label mc --backend openai`` use, and says so when asked for more:
 
-- ``GET /v1/models``, ``POST /v1/chat/completions``, ``POST /v1/completions`` with ``temperature``
-  (default 1, as OpenAI), ``top_p``, ``max_tokens`` (``max_completion_tokens`` for chat), ``n``,
-  ``seed`` and ``stop`` (a string or a list). Responses follow the OpenAI schema; ``usage`` is filled
-  in when the backend has a tokenizer (counted by re-tokenizing; ``finish_reason`` is ``length`` when
-  a completion used all of ``max_tokens``, else ``stop``).
+- ``GET /v1/models``, ``POST /v1/chat/completions``, ``POST /v1/completions``. Which request fields
+  are implemented, accepted as having no effect, or refused with a 400 naming them is
+  ``serve.requests``'s policy (nothing is dropped silently); among them vLLM's ``top_k``, ``min_p``,
+  ``min_tokens``, ``stop_token_ids``, ``ignore_eos`` and, for chat, ``add_generation_prompt`` and
+  ``continue_final_message`` (what the MC labeller's OpenAI backend sends to continue a prefix).
+- **Prompts are encoded here** when the backend has a tokenizer: chats with the model's chat template
+  and the request's rendering options (``transformers_backend.encode_prompt``), so the context check
+  and ``usage.prompt_tokens`` count the very ids the model sees. A backend with ``sample_ids`` (the
+  transformers backend) is given those ids and answers with token ids, so ``usage.completion_tokens``
+  counts the tokens generated (an eos or stop token included) and ``finish_reason`` is the sampler's
+  (``length`` when ``max_tokens`` ran out, else ``stop``). A backend that only generates text (the
+  program judge, test doubles) gets the chat as messages, reports ``stop`` and no ``usage``, and
+  refuses (400) the fields ``generate`` has no argument for.
 - **Errors are OpenAI-shaped** (``{"error": {"message", "type", "param", "code"}}``) so a client shows
-  the reason: 400 for a malformed or unsupported request (``stream``, ``logprobs``, ``echo``, tools,
-  penalties...: refused rather than silently ignored), or a prompt plus ``max_tokens`` beyond the
+  the reason: 400 for a malformed or unsupported request, or a prompt plus ``max_tokens`` beyond the
   model's context (vLLM's behaviour, which the judge harness documents); 401 for a missing or wrong
   key when the server has one; 404 for another model name; 500 when the backend fails.
-- **Chats go to the backend as messages**, not as text: the backend renders them (the transformers
-  backend with the model's chat template, or a plain ``role: content`` prompt when it has none).
-- **Concurrent requests are batched** by :class:`~posttrainlab.serve.batcher.Batcher`, whose
-  ``generate`` runs in a worker thread so this event loop keeps answering.
+- **Concurrent requests are batched** by :class:`~posttrainlab.serve.batcher.Batcher`, whose calls
+  run in a worker thread so this event loop keeps answering; sampled requests with a seed are batched
+  too, each prompt drawing from its own generator.
 
 ``create_app`` builds the app; ``bind`` and ``run_server`` serve it from the CLI (the socket is bound
 before a model loads, so a busy port fails at once); ``ServerThread`` runs it in a background thread on
@@ -40,12 +46,23 @@ from typing import Any
 from fastapi import APIRouter, Depends, FastAPI, Header, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from posttrainlab.errors import BadInput, PosttrainError, one_line
 from posttrainlab.generation import Prompt, SamplingBackend
-from posttrainlab.serve.batcher import Batcher, SamplingParams
+from posttrainlab.serve.batcher import Batcher, Completion, SamplingParams
+from posttrainlab.serve.requests import (
+    ApiError,
+    ChatRequest,
+    CompletionRequest,
+    beyond_generate,
+    chat_messages,
+    chat_options,
+    check_request,
+    error_response,
+    sampling_params,
+    validation_message,
+)
 
 log = logging.getLogger("posttrainlab.serve")
 
@@ -53,164 +70,44 @@ log = logging.getLogger("posttrainlab.serve")
 DEFAULT_COMPLETION_MAX_TOKENS = 16
 #: ``max_tokens`` when a chat request gives none and the context length is unknown (else: the rest of it).
 DEFAULT_CHAT_MAX_TOKENS = 256
-#: The largest ``n`` one request may ask for.
-MAX_N = 128
-
-# Request fields this server does not implement, with the values that mean "not asked for".
-_UNSUPPORTED: dict[str, tuple] = {
-    "logprobs": (None, False, 0),
-    "top_logprobs": (None, 0),
-    "echo": (None, False),
-    "suffix": (None, ""),
-    "tools": (None, []),
-    "functions": (None, []),
-    "tool_choice": (None, "none", "auto"),
-    "presence_penalty": (None, 0),
-    "frequency_penalty": (None, 0),
-    "repetition_penalty": (None, 1),
-    "logit_bias": (None, {}),
-    "response_format": (None, {"type": "text"}),
-}
-
-
-# ---- requests ------------------------------------------------------------------------------------
-
-
-class _Request(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    model: str
-    n: int | None = Field(None, ge=1, le=MAX_N)
-    temperature: float | None = Field(None, ge=0)
-    top_p: float | None = Field(None, gt=0, le=1)
-    max_tokens: int | None = Field(None, ge=1)
-    seed: int | None = None
-    stop: str | list[str] | None = None
-    stream: bool | None = False
-    best_of: int | None = None
-
-
-class ChatMessage(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    role: str
-    content: str | list[dict[str, Any]] | None = None
-
-
-class ChatRequest(_Request):
-    messages: list[ChatMessage] = Field(min_length=1)
-    max_completion_tokens: int | None = Field(None, ge=1)
-
-
-class CompletionRequest(_Request):
-    prompt: str | list[str]
-
-
-# ---- errors --------------------------------------------------------------------------------------
-
-
-class ApiError(Exception):
-    """An HTTP error with an OpenAI-style body."""
-
-    def __init__(self, status: int, message: str, *, type: str = "invalid_request_error", param=None, code=None):
-        super().__init__(message)
-        self.status, self.message, self.type, self.param, self.code = status, message, type, param, code
-
-    def response(self) -> JSONResponse:
-        return error_response(self.status, self.message, type=self.type, param=self.param, code=self.code)
-
-
-def error_response(status: int, message: str, *, type: str = "invalid_request_error", param=None, code=None):
-    body = {"error": {"message": message, "type": type, "param": param, "code": code if code is not None else status}}
-    return JSONResponse(body, status_code=status)
-
-
-def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
-    """The first few validation errors on one line, and the field of the first."""
-    parts, param = [], None
-    for err in exc.errors()[:3]:
-        if err.get("type") == "json_invalid":
-            return f"the body is not valid JSON ({err.get('msg')} at position {err['loc'][-1]})", None
-        loc = [str(x) for x in err.get("loc", ()) if x != "body"]
-        where = ".".join(loc)
-        param = param or where or None
-        parts.append(f"{where}: {err.get('msg')}" if where else str(err.get("msg")))
-    return "; ".join(parts) or "invalid request", param
 
 
 # ---- token counts --------------------------------------------------------------------------------
 
 
 class TokenCounter:
-    """Token counts for ``usage``, ``finish_reason`` and the context check, from a backend's tokenizer.
+    """Prompt token ids for the context check, ``usage`` and ``sample_ids``, from a backend's tokenizer.
 
-    Prompts are counted as the transformers backend encodes them (``encode_prompt``); completions by
-    re-tokenizing their text, which is exact for the byte-level tiny tokenizer and close for BPE ones.
+    Prompts are encoded as the transformers backend encodes them (``encode_prompt``, with the chat
+    rendering options); ``vocab_size`` bounds ``stop_token_ids`` when the model config says it.
     """
 
-    def __init__(self, tokenizer, context_length: int | None = None):
+    def __init__(self, tokenizer, context_length: int | None = None, vocab_size: int | None = None):
         self.tokenizer = tokenizer
         self.context_length = context_length
+        self.vocab_size = vocab_size
 
     @classmethod
     def for_backend(cls, backend: SamplingBackend) -> TokenCounter | None:
-        """A counter when the backend has a ``tokenizer`` (and, for the context, ``model.config``); else None."""
+        """A counter when the backend has a ``tokenizer`` (and, for the limits, ``model.config``); else None."""
         tokenizer = getattr(backend, "tokenizer", None)
         if tokenizer is None or not callable(tokenizer):
             return None
         config = getattr(getattr(backend, "model", None), "config", None)
-        context = getattr(config, "max_position_embeddings", None)
-        return cls(tokenizer, context if isinstance(context, int) and context > 0 else None)
+        context, vocab = getattr(config, "max_position_embeddings", None), getattr(config, "vocab_size", None)
+        positive = [x if isinstance(x, int) and x > 0 else None for x in (context, vocab)]
+        return cls(tokenizer, *positive)
 
-    def prompt(self, prompt: Prompt) -> int:
+    def encode(self, prompt: Prompt, **options) -> list[int]:
         from posttrainlab.generation.transformers_backend import encode_prompt
 
-        return len(encode_prompt(self.tokenizer, prompt))
-
-    def text(self, text: str) -> int:
-        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        try:
+            return encode_prompt(self.tokenizer, prompt, **options)
+        except BadInput as e:
+            raise ApiError(400, f"messages: {e}", param="messages") from None
 
 
 # ---- the app -------------------------------------------------------------------------------------
-
-
-def _check_request(req: _Request, model_name: str) -> None:
-    if req.model != model_name:
-        raise ApiError(
-            404,
-            f"The model `{req.model}` does not exist: this server serves `{model_name}` (see GET /v1/models)",
-            param="model",
-            code="model_not_found",
-        )
-    if req.stream:
-        raise ApiError(400, "stream: streaming is not supported by posttrain serve; send stream=false", param="stream")
-    n = req.n or 1
-    if req.best_of is not None and req.best_of != n:
-        raise ApiError(400, f"best_of={req.best_of}: not supported (only best_of == n)", param="best_of")
-    for name, value in (req.model_extra or {}).items():
-        if name in _UNSUPPORTED and value not in _UNSUPPORTED[name]:
-            raise ApiError(400, f"{name}: not supported by posttrain serve", param=name)
-
-
-def _message(m: ChatMessage, i: int) -> dict[str, str]:
-    """A message as the backend takes it: ``{"role", "content"}`` with text content."""
-    content = m.content
-    if content is None:
-        content = ""
-    elif isinstance(content, list):
-        texts = []
-        for part in content:
-            if part.get("type") != "text" or not isinstance(part.get("text"), str):
-                raise ApiError(400, f"messages.{i}.content: only text parts are supported", param="messages")
-            texts.append(part["text"])
-        content = "\n".join(texts)
-    return {"role": m.role, "content": content}
-
-
-def _stop(stop: str | list[str] | None) -> tuple[str, ...]:
-    if stop is None:
-        return ()
-    return tuple(s for s in ([stop] if isinstance(stop, str) else stop) if s)
 
 
 def create_app(
@@ -227,13 +124,14 @@ def create_app(
 
     ``api_key``: when set, every ``/v1`` request must send ``Authorization: Bearer <api_key>``.
     ``max_batch_size`` / ``batch_wait_ms``: the batcher's limits. ``seed``: the batcher's generator for
-    sampled requests without a seed (None: from the OS). ``counter``: token counts ("auto": from the
-    backend's tokenizer when it has one; None: no usage, no context check).
-    The batcher is ``app.state.batcher`` (its counters say how many ``generate`` calls were made).
+    sampled requests without a seed (None: from the OS). ``counter``: prompt encoding ("auto": with the
+    backend's tokenizer when it has one; None: no encoding, so no usage, no context check and no
+    ``sample_ids``). The batcher is ``app.state.batcher`` (its counters say how many backend calls were made).
     """
     batcher = Batcher(backend, max_batch_size=max_batch_size, wait_ms=batch_wait_ms, seed=seed)
     tokens = TokenCounter.for_backend(backend) if counter == "auto" else counter
     assert tokens is None or isinstance(tokens, TokenCounter)
+    by_ids = tokens is not None and callable(getattr(backend, "sample_ids", None))  # module docstring
     created = int(time.time())
 
     @asynccontextmanager
@@ -252,7 +150,7 @@ def create_app(
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
-        message, param = _validation_message(exc)
+        message, param = validation_message(exc)
         return error_response(400, message, param=param)
 
     @app.exception_handler(StarletteHTTPException)
@@ -287,10 +185,10 @@ def create_app(
             raise ApiError(404, f"The model `{model_id}` does not exist", param="model", code="model_not_found")
         return JSONResponse(model_card())
 
-    def max_tokens_for(requested: int | None, prompt_tokens: list[int] | None, default: int | None) -> int:
+    def max_tokens_for(requested: int | None, ids: list[list[int]] | None, default: int | None) -> int:
         """The request's ``max_tokens``, checked against the context; ``default=None`` means the rest of it."""
         context = tokens.context_length if tokens is not None else None
-        longest = max(prompt_tokens) if prompt_tokens else 0
+        longest = max(map(len, ids)) if ids else 0
         if context is not None and longest >= context:
             raise ApiError(
                 400,
@@ -316,38 +214,39 @@ def create_app(
             )
         return requested
 
-    def params_for(req: _Request, max_tokens: int) -> SamplingParams:
-        return SamplingParams(
-            n=req.n or 1,
-            temperature=1.0 if req.temperature is None else req.temperature,
-            top_p=1.0 if req.top_p is None else req.top_p,
-            max_tokens=max_tokens,
-            seed=req.seed,
-            stop=_stop(req.stop),
-        )
+    def params_for(req, max_tokens: int, options: dict[str, bool] | None = None) -> SamplingParams:
+        params = sampling_params(req, max_tokens, tokens.vocab_size if tokens is not None else None)
+        unsupported = [] if by_ids else beyond_generate(params, options)
+        if unsupported:
+            name = unsupported[0]
+            raise ApiError(
+                400,
+                f"{name}: not supported by this server's backend ({type(backend).__name__} generates text only)",
+                param=name,
+            )
+        return params
 
-    async def generate(prompts: list[Prompt], params: SamplingParams) -> list[list[str]]:
+    async def generate(prompts: list[Prompt], params: SamplingParams, ids: list[list[int]] | None):
         try:
-            return await batcher.generate(prompts, params)
+            return await batcher.generate(prompts, params, ids if by_ids else None)
         except BadInput as e:
             raise ApiError(400, str(e)) from None
         except PosttrainError as e:
             raise ApiError(500, f"the backend failed: {e}", type="server_error") from None
         except Exception as e:
-            log.exception("backend.generate failed")
+            log.exception("backend call failed")
             raise ApiError(500, f"the backend failed: {one_line(e)}", type="server_error") from None
 
-    def finished(text: str, max_tokens: int) -> tuple[str, int | None]:
-        """``(finish_reason, completion tokens or None)``."""
-        if tokens is None:
-            return "stop", None
-        used = min(tokens.text(text), max_tokens)  # re-tokenized text can count more (bytes cut mid-character)
-        return ("length" if used >= max_tokens else "stop"), used
+    def choice(c: Completion) -> tuple[str, str, int | None]:
+        """``(text, finish_reason, completion tokens or None)``: exact from a ``Sample``; text only otherwise."""
+        if isinstance(c, str):
+            return c, "stop", None
+        return c.text, c.finish_reason, len(c.tokens)
 
-    def usage(prompt_tokens: list[int] | None, completion_tokens: list[int | None]) -> dict[str, int] | None:
-        if prompt_tokens is None or any(c is None for c in completion_tokens):
+    def usage(ids: list[list[int]] | None, completion_tokens: list[int | None]) -> dict[str, int] | None:
+        if ids is None or any(c is None for c in completion_tokens):
             return None
-        p, c = sum(prompt_tokens), sum(completion_tokens)  # type: ignore[arg-type]
+        p, c = sum(map(len, ids)), sum(completion_tokens)  # type: ignore[arg-type]
         return {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
 
     def reply(id_prefix: str, kind: str, choices: list[dict], used: dict[str, int] | None) -> JSONResponse:
@@ -365,36 +264,36 @@ def create_app(
 
     @router.post("/chat/completions")
     async def chat_completions(req: ChatRequest) -> JSONResponse:
-        _check_request(req, model_name)
-        messages = [_message(m, i) for i, m in enumerate(req.messages)]
-        prompt_tokens = [tokens.prompt(messages)] if tokens is not None else None
+        check_request(req, model_name)
+        messages, options = chat_messages(req), chat_options(req)
+        ids = [tokens.encode(messages, **options)] if tokens is not None else None
         requested = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
-        max_tokens = max_tokens_for(requested, prompt_tokens, None)
-        (texts,) = await generate([messages], params_for(req, max_tokens))
+        max_tokens = max_tokens_for(requested, ids, None)
+        (out,) = await generate([messages], params_for(req, max_tokens, options), ids)
         choices, counts = [], []
-        for i, text in enumerate(texts):
-            reason, used = finished(text, max_tokens)
+        for i, c in enumerate(out):
+            text, reason, used = choice(c)
             counts.append(used)
             message = {"role": "assistant", "content": text}
             choices.append({"index": i, "message": message, "finish_reason": reason, "logprobs": None})
-        return reply("chatcmpl", "chat.completion", choices, usage(prompt_tokens, counts))
+        return reply("chatcmpl", "chat.completion", choices, usage(ids, counts))
 
     @router.post("/completions")
     async def completions(req: CompletionRequest) -> JSONResponse:
-        _check_request(req, model_name)
+        check_request(req, model_name)
         prompts = [req.prompt] if isinstance(req.prompt, str) else list(req.prompt)
         if not prompts:
             raise ApiError(400, "prompt: give a string or a non-empty list of strings", param="prompt")
-        prompt_tokens = [tokens.prompt(p) for p in prompts] if tokens is not None else None
-        max_tokens = max_tokens_for(req.max_tokens, prompt_tokens, DEFAULT_COMPLETION_MAX_TOKENS)
-        outs = await generate(prompts, params_for(req, max_tokens))
+        ids = [tokens.encode(p) for p in prompts] if tokens is not None else None
+        max_tokens = max_tokens_for(req.max_tokens, ids, DEFAULT_COMPLETION_MAX_TOKENS)
+        outs = await generate(prompts, params_for(req, max_tokens), ids)
         choices, counts = [], []
-        for texts in outs:  # OpenAI's order: prompt by prompt, n choices each
-            for text in texts:
-                reason, used = finished(text, max_tokens)
+        for out in outs:  # OpenAI's order: prompt by prompt, n choices each
+            for c in out:
+                text, reason, used = choice(c)
                 counts.append(used)
                 choices.append({"index": len(choices), "text": text, "finish_reason": reason, "logprobs": None})
-        return reply("cmpl", "text_completion", choices, usage(prompt_tokens, counts))
+        return reply("cmpl", "text_completion", choices, usage(ids, counts))
 
     app.include_router(router)
     return app

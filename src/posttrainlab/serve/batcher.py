@@ -1,7 +1,8 @@
-"""Server-side batching: requests that arrive close together share one ``backend.generate`` call.
+"""Server-side batching: requests that arrive close together share one backend call.
 
 Hand-written rather than borrowed from vLLM or TGI because their schedulers drive their own engines;
-here the engine is any ``SamplingBackend``, whose only lever is "a list of prompts per call". A judge
+here the engine is any ``SamplingBackend``, whose only lever is "a list of prompts per call" (with a
+seed per prompt, for a backend with ``sample_ids``). A judge
 run sends 32 requests at once; answered one ``generate`` each, a CPU model would run 32 prefill and
 decode loops one after another, where one batched call shares every forward pass between them.
 
@@ -11,15 +12,23 @@ How it works, and why:
   ``wait_ms`` (default 10 ms: small against a generation, long enough for a burst of concurrent
   requests to arrive), stopping early once ``max_batch_size`` prompts are in hand. A job that would
   overflow the batch waits for the next one; a single job larger than the limit runs alone, whole.
-- **Jobs are grouped by what one call must share**, and each group is one ``generate`` call:
+- **Two kinds of backend call.** A job with token ids (the HTTP layer encodes prompts when the
+  backend has a tokenizer and ``sample_ids``: the transformers backend) goes to
+  ``backend.sample_ids(ids, seeds, ...)``, which draws every prompt from a generator of its own
+  (``generation.shared_prefix``) and returns :class:`~posttrainlab.generation.shared_prefix.Sample`
+  (token ids, finish reason). Any other job goes to ``backend.generate(prompts, ...)``, text only.
+- **Jobs are grouped by what one call must share**, and each group is one call:
 
-  - greedy (``temperature == 0``): by ``(max_tokens, stop)``. ``n``, ``top_p`` and ``seed`` do not
-    change a greedy completion, so the call asks for ``n=1`` and each job's ``n`` copies are made here;
-  - sampled without a ``seed``: by ``(n, temperature, top_p, max_tokens, stop)``, under a seed drawn
-    from the batcher's own generator;
-  - sampled **with** a ``seed``: alone. A backend seeds a whole call, so a seeded row's samples
-    depend on which other rows share its call; run alone, the same request with the same seed gives
-    the same text however busy the server is (what a caller who sets ``seed`` asks for).
+  - greedy (``temperature == 0``): by ``(max_tokens, stop, min_tokens, stop_token_ids, ignore_eos)``.
+    ``n``, ``top_p``, ``top_k``, ``min_p`` and ``seed`` do not change a greedy completion, so the call
+    asks for ``n=1`` and each job's ``n`` copies are made here;
+  - sampled, by token ids: by every sampling parameter but ``seed``. Each prompt brings its seed
+    (the request's, or one drawn from the batcher's own generator when it has none), so a request
+    with a seed gets the same samples in a batch of 12 as alone (what a caller who sets ``seed``
+    asks for), and a client that always sends a seed is still batched;
+  - sampled, text only: without a ``seed`` as above under one seed drawn for the call; **with** a
+    ``seed``: alone, because ``generate`` seeds a whole call, so a row's samples would depend on
+    which other rows share it.
 
 - **The call runs in one worker thread** (``run_in_executor``), so the event loop keeps accepting and
   answering requests (``/v1/models``, new jobs for the next batch) while the model works. One
@@ -43,11 +52,19 @@ from functools import partial
 from typing import Any
 
 from posttrainlab.generation import Prompt, SamplingBackend
+from posttrainlab.generation.shared_prefix import Sample
+
+#: What a job gets per completion: a ``Sample`` from ``sample_ids``, the text alone from ``generate``.
+Completion = Sample | str
+
+
+#: ``SamplingParams`` fields that ``SamplingBackend.generate`` has no argument for (vLLM's).
+EXTRA_FIELDS = ("top_k", "min_p", "min_tokens", "stop_token_ids", "ignore_eos")
 
 
 @dataclass(frozen=True)
 class SamplingParams:
-    """What a request asks of the backend; ``seed=None`` means any seed will do."""
+    """What a request asks of the backend; ``seed=None`` means any seed will do; ``top_k=0``: off."""
 
     n: int = 1
     temperature: float = 1.0
@@ -55,23 +72,46 @@ class SamplingParams:
     max_tokens: int = 16
     seed: int | None = None
     stop: tuple[str, ...] = ()
+    top_k: int = 0
+    min_p: float = 0.0
+    min_tokens: int = 0
+    stop_token_ids: tuple[int, ...] = ()
+    ignore_eos: bool = False
+
+    def beyond_generate(self) -> list[str]:
+        """The fields of :data:`EXTRA_FIELDS` set to something other than their defaults."""
+        return [f for f in EXTRA_FIELDS if getattr(self, f) != getattr(_DEFAULT, f)]
+
+    def sampler_kwargs(self) -> dict[str, Any]:
+        """The arguments of ``sample_ids`` (all but ``n`` and ``seed``)."""
+        return {
+            "temperature": self.temperature, "top_p": self.top_p, "top_k": self.top_k, "min_p": self.min_p,
+            "max_new_tokens": self.max_tokens, "min_tokens": self.min_tokens, "stop": list(self.stop) or None,
+            "stop_token_ids": list(self.stop_token_ids), "ignore_eos": self.ignore_eos,
+        }  # fmt: skip
 
 
-def group_key(params: SamplingParams, job_id: int) -> tuple:
-    """Jobs with equal keys can share one ``generate`` call (module docstring).
+_DEFAULT = SamplingParams()
 
-    >>> group_key(SamplingParams(n=3, temperature=0.0, seed=7, max_tokens=8), 1)
-    ('greedy', 8, ())
-    >>> group_key(SamplingParams(temperature=0.7, seed=7), 1)
-    ('seeded', 1)
-    >>> group_key(SamplingParams(n=2, temperature=0.7, top_p=0.9, stop=("\\n",)), 1)
-    ('sampled', 2, 0.7, 0.9, 16, ('\\n',))
+
+def group_key(params: SamplingParams, job_id: int, by_ids: bool = False) -> tuple:
+    """Jobs with equal keys can share one backend call (module docstring).
+
+    >>> group_key(SamplingParams(n=3, temperature=0.0, seed=7, max_tokens=8, top_k=5), 1)
+    ('greedy', False, 8, (), 0, (), False)
+    >>> group_key(SamplingParams(temperature=0.7, seed=7), 1), group_key(SamplingParams(temperature=0.7), 1)[:3]
+    (('seeded', 1), ('sampled', False, 1))
+    >>> seeded, fresh = SamplingParams(temperature=0.7, seed=7), SamplingParams(temperature=0.7)
+    >>> group_key(seeded, 1, by_ids=True) == group_key(fresh, 2, by_ids=True)
+    True
     """
-    if params.temperature == 0:
-        return ("greedy", params.max_tokens, params.stop)
-    if params.seed is not None:
+    p = params
+    ends = (p.max_tokens, p.stop, p.min_tokens, p.stop_token_ids, p.ignore_eos)
+    if p.temperature == 0:
+        return ("greedy", by_ids, *ends)
+    if p.seed is not None and not by_ids:
         return ("seeded", job_id)
-    return ("sampled", params.n, params.temperature, params.top_p, params.max_tokens, params.stop)
+    return ("sampled", by_ids, p.n, p.temperature, p.top_p, p.top_k, p.min_p, *ends)
 
 
 @dataclass
@@ -80,18 +120,21 @@ class _Job:
     prompts: list[Prompt]
     params: SamplingParams
     future: asyncio.Future = field(repr=False)
+    ids: list[list[int]] | None = None  # the prompts as token ids: a ``sample_ids`` job
 
     @property
     def key(self) -> tuple:
-        return group_key(self.params, self.id)
+        return group_key(self.params, self.id, self.ids is not None)
 
 
 class Batcher:
-    """Collects concurrent jobs and runs them as few ``backend.generate`` calls as their parameters allow.
+    """Collects concurrent jobs and runs them as few backend calls as their parameters allow.
 
-    ``await batcher.generate(prompts, params)`` returns ``params.n`` completions for each prompt, in
-    prompt order, as the backend would for that job alone. The worker starts on first use, on the
-    running event loop; ``await close()`` stops it (a later ``generate`` starts it again).
+    ``await batcher.generate(prompts, params, ids)`` returns ``params.n`` completions for each prompt, in
+    prompt order, as the backend would for that job alone: ``Sample`` objects when ``ids`` (the
+    prompts as token ids) are given, for a backend with ``sample_ids``; texts otherwise. The worker
+    starts on first use, on the running event loop; ``await close()`` stops it (a later ``generate``
+    starts it again).
     """
 
     def __init__(
@@ -109,7 +152,7 @@ class Batcher:
         self.backend = backend
         self.max_batch_size = max_batch_size
         self.wait_s = wait_ms / 1000
-        self.calls = 0  # backend.generate calls made
+        self.calls = 0  # backend calls made (generate or sample_ids)
         self.batches = 0  # collection rounds (one or more calls each)
         self.prompts = 0  # prompts sent to the backend
         self._rng = random.Random(seed)
@@ -121,12 +164,16 @@ class Batcher:
         self._held: _Job | None = None
         self._running: list[_Job] = []  # the jobs of the call in progress
 
-    async def generate(self, prompts: list[Prompt], params: SamplingParams) -> list[list[str]]:
+    async def generate(
+        self, prompts: list[Prompt], params: SamplingParams, ids: list[list[int]] | None = None
+    ) -> list[list[Completion]]:
         """``params.n`` completions per prompt, once the job's batch has run."""
+        if ids is not None and len(ids) != len(prompts):
+            raise ValueError(f"{len(ids)} token-id prompts for {len(prompts)} prompts")
         loop = asyncio.get_running_loop()
         if self._task is None or self._loop is not loop or self._task.done():
             self._start(loop)
-        job = _Job(next(self._ids), list(prompts), params, loop.create_future())
+        job = _Job(next(self._ids), list(prompts), params, loop.create_future(), ids)
         assert self._queue is not None
         self._queue.put_nowait(job)
         return await job.future
@@ -197,29 +244,45 @@ class Batcher:
             for key, members in groups.items():
                 await self._call(key, members)
 
-    def _call_kwargs(self, key: tuple, params: SamplingParams) -> dict[str, Any]:
+    def _generate_call(self, key: tuple, live: list[_Job]) -> tuple[Any, int]:
+        """``(the backend call, n per prompt)`` for one group."""
+        params = live[0].params
+        if live[0].ids is not None:
+            n = 1 if key[0] == "greedy" else params.n
+            ids, seeds = [], []
+            for job in live:  # a request's seed for each of its prompts (vLLM's rule), else a fresh one
+                ids += job.ids
+                seeds += [self._seed(job.params) for _ in job.ids]
+            return partial(self.backend.sample_ids, ids, seeds, n=n, **params.sampler_kwargs()), n
+        prompts = [p for job in live for p in job.prompts]
         common = {"max_new_tokens": params.max_tokens, "stop": list(params.stop) or None}
         if key[0] == "greedy":
-            return {"n": 1, "temperature": 0.0, "top_p": 1.0, "seed": 0, **common}
-        seed = params.seed if params.seed is not None else self._rng.randrange(2**31)
-        return {"n": params.n, "temperature": params.temperature, "top_p": params.top_p, "seed": seed, **common}
+            kwargs = {"n": 1, "temperature": 0.0, "top_p": 1.0, "seed": 0, **common}
+        else:
+            kwargs = {"n": params.n, "temperature": params.temperature, "top_p": params.top_p, **common}
+            kwargs["seed"] = self._seed(params)
+        return partial(self.backend.generate, prompts, **kwargs), kwargs["n"]
+
+    def _seed(self, params: SamplingParams) -> int:
+        if params.temperature == 0:
+            return 0
+        return params.seed if params.seed is not None else self._rng.randrange(2**31)
 
     async def _call(self, key: tuple, members: list[_Job]) -> None:
         live = [job for job in members if not job.future.done()]  # a request already given up on is skipped
         if not live:
             return
-        prompts = [p for job in live for p in job.prompts]
-        kwargs = self._call_kwargs(key, live[0].params)
+        n_prompts = sum(len(job.prompts) for job in live)
+        call, n = self._generate_call(key, live)
         self.calls += 1
-        self.prompts += len(prompts)
+        self.prompts += n_prompts
         loop = asyncio.get_running_loop()
         self._running = live
         try:
-            out = await loop.run_in_executor(self._executor, partial(self.backend.generate, prompts, **kwargs))
-            if len(out) != len(prompts) or any(len(o) != kwargs["n"] for o in out):
+            out = await loop.run_in_executor(self._executor, call)
+            if len(out) != n_prompts or any(len(o) != n for o in out):
                 got = [len(o) for o in out]
-                want = f"{len(prompts)} prompts x n={kwargs['n']}"
-                raise RuntimeError(f"the backend returned completion counts {got} for {want}")
+                raise RuntimeError(f"the backend returned completion counts {got} for {n_prompts} prompts x n={n}")
         except Exception as e:  # every job of the group gets the error; the worker lives on
             for job in live:
                 if not job.future.done():

@@ -1,6 +1,12 @@
-"""What SFT, DPO and GRPO share: data, model resolution, TrainingArguments, logging, resume, saving.
+"""What SFT, DPO, GRPO and the PRM trainer share: data, models, the run folder, TrainingArguments, logging, resume.
 
-Written once here so the three trainer modules stay thin wrappers around TRL (STYLE.md §9).
+Written once here so the trainer modules stay thin wrappers around TRL / ``transformers.Trainer`` (STYLE.md §9).
+
+The run folder (``output_dir``), in order: ``check_run`` refuses a folder holding files no run wrote,
+and an earlier run whose ``recipe.yaml`` differs from this recipe in more than how long it trains
+(``RESUMABLE``), unless ``existing`` is ``resume`` (continue with this recipe) or ``overwrite`` (start
+afresh); then the trainer checks its data and models; only then ``run_trainer`` writes ``recipe.yaml``,
+says in one line where it resumes from, and trains. A run that fails its checks writes nothing.
 """
 
 from __future__ import annotations
@@ -8,14 +14,24 @@ from __future__ import annotations
 import json
 import os
 import time
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from posttrainlab.errors import BadInput
-from posttrainlab.train.recipes import DatasetConfig, LoraSwitch, OptimConfig
+from posttrainlab.train.recipes import DEFAULT_DATA, DatasetConfig, LoraSwitch, OptimConfig
 
 SUMMARY = "train_summary.json"
 LOG = "train_log.jsonl"
+RECIPE = "recipe.yaml"
+#: what to do with an earlier run in output_dir (``posttrain train`` flags: none, --resume, --overwrite)
+EXISTING = ("check", "resume", "overwrite")
+#: recipe keys a resumed run may change without --resume: how long it trains, how often it logs and
+#: saves, where the folder is, whether missing data may be built; none of them changes a step's update
+RESUMABLE = frozenset(
+    {"optim.epochs", "optim.max_steps", "optim.logging_steps", "optim.save_steps", "optim.save_total_limit",
+     "output_dir", "dataset.prepare_if_missing"}
+)  # fmt: skip
 
 
 def base_model_path() -> Path:
@@ -42,12 +58,36 @@ def resolve_model(spec: str) -> str:
     return spec
 
 
+def check_model(spec: str | None) -> None:
+    """``BadInput`` now, before any data is read or built, when a recipe's model is a local path with no model."""
+    from posttrainlab.models.loading import check_folder, is_local
+
+    if spec is None:
+        return
+    path = resolve_model(spec)
+    if is_local(path):
+        check_folder(path)
+
+
 def load_records(cfg: DatasetConfig) -> list[dict]:
-    """The recipe's split, checksum-verified; a missing local arith-v1 folder is built first."""
+    """The recipe's split, checksum-verified.
+
+    A missing local folder is built (arith-v1) only where the user asked for it: at the default path
+    ``data/arith-v1``, or anywhere with ``prepare_if_missing: true``. Anywhere else it is ``BadInput``,
+    so a typo in ``dataset.path`` is not a new dataset.
+    """
     from posttrainlab.data.loading import load_split
 
     path = Path(cfg.path)
-    if cfg.prepare_if_missing and not cfg.path.startswith("hf://") and not path.exists():
+    if not cfg.path.startswith("hf://") and not path.exists():
+        asked = cfg.prepare_if_missing
+        if asked is None:
+            asked = path.resolve() == Path(DEFAULT_DATA).resolve()
+        if not asked:
+            raise BadInput(
+                f"dataset.path {cfg.path}: no such folder; build it with `posttrain data prepare --out {cfg.path}` "
+                "or set dataset.prepare_if_missing=true (a Hub dataset is hf://owner/name)"
+            )
         from posttrainlab.data.arith.release import prepare
 
         prepare(path)
@@ -127,6 +167,93 @@ def last_checkpoint(output_dir: str | os.PathLike) -> str | None:
     return str(max(done, key=lambda p: int(p.name.split("-")[1]))) if done else None
 
 
+def _is_earlier_run(folder: Path) -> bool:
+    """Whether ``folder`` is the output_dir of an earlier training run (it holds a file only a run writes)."""
+    return (folder / RECIPE).is_file() or (folder / SUMMARY).is_file() or last_checkpoint(folder) is not None
+
+
+def _flat(config: Any, prefix: str = "") -> dict[str, Any]:
+    """A nested mapping as ``{"optim.learning_rate": 0.001, ...}``."""
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        if isinstance(value, dict) and value:
+            out |= _flat(value, f"{prefix}{key}.")
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def recipe_changes(saved: Path, recipe) -> list[str]:
+    """``["optim.learning_rate 0.001 -> 0.5", ...]``: each key where ``recipe`` differs from the ``saved`` YAML."""
+    import yaml
+
+    from posttrainlab.config import to_dict
+
+    try:
+        old = yaml.safe_load(saved.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as e:
+        raise BadInput(f"{saved}: unreadable ({type(e).__name__}); pass --resume or --overwrite") from None
+    old = _flat(old if isinstance(old, dict) else {})
+    new = _flat(yaml.safe_load(yaml.safe_dump(to_dict(recipe))))  # the saved file's types (lists, not tuples)
+
+    def show(key: str, values: dict[str, Any]) -> str:
+        return "(unset)" if key not in values else "null" if values[key] is None else str(values[key])
+
+    keys = [k for k in dict.fromkeys([*old, *new]) if old.get(k, ...) != new.get(k, ...)]
+    return [f"{k} {show(k, old)} -> {show(k, new)}" for k in keys]
+
+
+@dataclass
+class Start:
+    """Where a run starts (``check_run``): the checkpoint it resumes from, if any, and what changed since."""
+
+    checkpoint: str | None = None
+    step: int | None = None
+    changes: list[str] = field(default_factory=list)  # recipe keys changed since recipe.yaml, "key old -> new"
+    overwrite: bool = False  # discard the earlier run's checkpoints, log and summary first
+
+
+def check_run(recipe, existing: str = "check") -> Start:
+    """Check ``recipe.output_dir`` and decide where the run starts; nothing is written (module docstring).
+
+    ``existing``: ``check`` resumes an earlier run only when its ``recipe.yaml`` matches (``RESUMABLE``
+    keys aside), ``resume`` continues it with this recipe, ``overwrite`` starts afresh.
+    """
+    from posttrainlab.data.atomic import check_output_folder
+
+    if existing not in EXISTING:
+        raise ValueError(f"existing={existing!r}: choose one of {', '.join(EXISTING)}")
+    out = Path(recipe.output_dir)
+    earlier = out.is_dir() and _is_earlier_run(out)
+    check_output_folder(out, lambda rel: earlier, what="training run (output_dir of posttrain train)")
+    if not earlier or existing == "overwrite":
+        return Start(overwrite=earlier)
+    changes = recipe_changes(out / RECIPE, recipe) if (out / RECIPE).is_file() else []
+    refused = [c for c in changes if c.split(" ", 1)[0] not in RESUMABLE]
+    if refused and existing == "check":
+        raise BadInput(
+            f"output_dir {out}: its run was started with another recipe ({'; '.join(refused)}); pass --resume to "
+            "continue it with this recipe, --overwrite to start afresh, or choose another output_dir"
+        )
+    checkpoint = last_checkpoint(out)
+    step = None
+    if checkpoint is not None:
+        state = json.loads((Path(checkpoint) / "trainer_state.json").read_text(encoding="utf-8"))
+        step = state.get("global_step", int(Path(checkpoint).name.split("-")[1]))
+    return Start(checkpoint, step, changes)
+
+
+def _discard_earlier_run(out: Path) -> None:
+    """``--overwrite``: remove what an earlier run left that a new one would resume from or be mistaken for."""
+    import shutil
+
+    for folder in out.glob("checkpoint-*"):
+        if folder.is_dir() and folder.name.split("-", 1)[1].isdigit():
+            shutil.rmtree(folder)
+    for name in (LOG, SUMMARY):
+        (out / name).unlink(missing_ok=True)
+
+
 def log_callback(output_dir: str | os.PathLike):
     """A TrainerCallback that appends every log event to ``output_dir/train_log.jsonl``."""
     from transformers import TrainerCallback
@@ -145,26 +272,37 @@ def log_callback(output_dir: str | os.PathLike):
     return JsonlLogger()
 
 
-def run_trainer(trainer, recipe, method: str, n_records: int) -> Path:
-    """Train (resuming from the last checkpoint when there is one), save the model, write the summary."""
+def run_trainer(trainer, recipe, method: str, n_records: int, start: Start | None = None) -> Path:
+    """Write ``recipe.yaml``, train (from ``start``, see ``check_run``), save the model, write the summary.
+
+    Called only after the run's data and models loaded: a run that fails its checks writes nothing.
+    """
+    from posttrainlab.config import save_config
+    from posttrainlab.data.atomic import write_text
+
     out = Path(recipe.output_dir)
-    resume = last_checkpoint(out)
-    if resume is None and (out / LOG).exists():
-        (out / LOG).unlink()  # a fresh start: don't mix curves of an earlier run
+    start = start if start is not None else check_run(recipe)
+    if trainer.is_world_process_zero():
+        if start.overwrite:
+            _discard_earlier_run(out)
+        elif start.checkpoint is None:
+            (out / LOG).unlink(missing_ok=True)  # a fresh start: don't mix curves of an earlier run
+        out.mkdir(parents=True, exist_ok=True)
+        save_config(recipe, out / RECIPE)
+        if start.checkpoint is not None:
+            changed = f"; recipe changed: {'; '.join(start.changes)}" if start.changes else ""
+            print(f"{method}: resuming from {start.checkpoint} (step {start.step}){changed}", flush=True)
     t0 = time.time()
-    result = trainer.train(resume_from_checkpoint=resume)
-    trainer.save_model(str(out))
+    result = trainer.train(resume_from_checkpoint=start.checkpoint)
+    save_model(trainer, out)
     if trainer.is_world_process_zero():
         trainer.processing_class.save_pretrained(str(out))
-        from dataclasses import asdict
-
-        from posttrainlab.data.atomic import write_text
-
         summary = {
             "method": method,
             "model": recipe.model,
             "records": n_records,
-            "resumed_from": resume,
+            "resumed_from": start.checkpoint,
+            "recipe_changes": start.changes,
             "global_step": trainer.state.global_step,
             "train_loss": result.training_loss,
             "seconds": time.time() - t0,
@@ -172,6 +310,23 @@ def run_trainer(trainer, recipe, method: str, n_records: int) -> Path:
         }
         write_text(out / SUMMARY, json.dumps(summary, indent=2) + "\n")
     return out
+
+
+def save_model(trainer, out: Path) -> None:
+    """Save the trained model into ``out``; a LoRA run's adapter is merged into the base weights first.
+
+    Every command downstream (``eval policy``, ``serve``, DPO/GRPO from SFT, a PRM from a policy) loads a plain model
+    folder, so a LoRA run leaves one too, not an adapter that would need peft and the base to load.
+    """
+    model = trainer.model
+    if not hasattr(model, "merge_and_unload"):  # not a peft model
+        trainer.save_model(str(out))
+        return
+    if trainer.is_world_process_zero():
+        merged = model.merge_and_unload()
+        for name in ("adapter_config.json", "adapter_model.safetensors"):
+            (out / name).unlink(missing_ok=True)
+        merged.save_pretrained(str(out), safe_serialization=True)
 
 
 def load_policy(recipe, padding_side: str):

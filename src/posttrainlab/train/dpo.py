@@ -12,6 +12,8 @@ from pathlib import Path
 
 from posttrainlab.train.common import (
     assistant,
+    check_model,
+    check_run,
     load_policy,
     load_records,
     resolve_model,
@@ -36,6 +38,8 @@ def build_trainer(recipe: DPORecipe, records: list[dict] | None = None):
 
     from posttrainlab.models.loading import load_causal_lm
 
+    check_model(recipe.model)
+    check_model(recipe.ref_model)
     records = load_records(recipe.dataset) if records is None else records
     model, tokenizer = load_policy(recipe, padding_side="right")
     ref = None
@@ -51,6 +55,8 @@ def build_trainer(recipe: DPORecipe, records: list[dict] | None = None):
     return trainer, len(records)
 
 
-def train_dpo(recipe: DPORecipe) -> Path:
+def train_dpo(recipe: DPORecipe, existing: str = "check") -> Path:
+    """Check the run folder, then the data and the models, then train (``common.check_run``)."""
+    start = check_run(recipe, existing)
     trainer, n = build_trainer(recipe)
-    return run_trainer(trainer, recipe, "dpo", n)
+    return run_trainer(trainer, recipe, "dpo", n, start)

@@ -11,7 +11,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from posttrainlab.train.common import load_policy, load_records, run_trainer, training_arguments, trl_trainer, user
+from posttrainlab.train.common import (
+    check_model,
+    check_run,
+    load_policy,
+    load_records,
+    run_trainer,
+    training_arguments,
+    trl_trainer,
+    user,
+)
 from posttrainlab.train.recipes import GRPORecipe
 from posttrainlab.train.rewards import correctness_reward, format_reward
 
@@ -30,6 +39,7 @@ def build_trainer(recipe: GRPORecipe, records: list[dict] | None = None):
         raise BadInput(
             f"optim.batch_size={recipe.optim.batch_size} must be a multiple of num_generations={recipe.num_generations}"
         )
+    check_model(recipe.model)
     records = load_records(recipe.dataset) if records is None else records
     model, tokenizer = load_policy(recipe, padding_side="left")
     args = GRPOConfig(
@@ -45,6 +55,8 @@ def build_trainer(recipe: GRPORecipe, records: list[dict] | None = None):
     return trainer, len(records)
 
 
-def train_grpo(recipe: GRPORecipe) -> Path:
+def train_grpo(recipe: GRPORecipe, existing: str = "check") -> Path:
+    """Check the run folder, then the data and the model, then train (``common.check_run``)."""
+    start = check_run(recipe, existing)
     trainer, n = build_trainer(recipe)
-    return run_trainer(trainer, recipe, "grpo", n)
+    return run_trainer(trainer, recipe, "grpo", n, start)

@@ -6,7 +6,8 @@ fixed-length blocks; that is a labels mask, not a chat or prompt-completion data
 checkpoints, resume, TensorBoard logging and accelerate for free).
 
 The finished base is cached by the hash of its config: ``pretrain`` on a folder that already holds
-a base of the same config returns at once.
+a base of the same config returns at once. A folder holding anything but an earlier base is refused
+before training starts; ``pretrain.json`` lists the files of a base, so its own files are known.
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from posttrainlab.data.arith.corpus import CorpusConfig, contamination_report, d
 from posttrainlab.models.tiny import TinyModelConfig
 
 CORPUS_VERSION = "arith-corpus-2"
+PRETRAIN_JSON = "pretrain.json"
+CONTAMINATION_JSON = "contamination.json"
+BASE = "base of posttrain model pretrain"
 
 
 @dataclass
@@ -63,8 +67,28 @@ def base_cache_path(cfg: PretrainConfig) -> Path:
     return default_cache_dir() / "base" / config_hash(cfg)
 
 
+def _own_files(out: Path):
+    """Which files in ``out`` an earlier base wrote: those ``pretrain.json`` lists (none when it is no base)."""
+    try:
+        meta = json.loads((out / PRETRAIN_JSON).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        meta = None
+    if not isinstance(meta, dict) or "config_hash" not in meta:
+        return lambda rel: False
+    if not isinstance(meta.get("files"), list):  # a base from before the list: the save checks its files exactly
+        return lambda rel: True
+    return {*meta["files"], PRETRAIN_JSON}.__contains__
+
+
+def check_out(out: str | os.PathLike) -> Path:
+    """``BadInput`` unless ``out`` is absent, empty or an earlier base (``check_output_folder``)."""
+    from posttrainlab.data.atomic import check_output_folder
+
+    return check_output_folder(out, _own_files(Path(out)), what=BASE)
+
+
 def is_cached(out: str | os.PathLike, cfg: PretrainConfig) -> bool:
-    marker = Path(out) / "pretrain.json"
+    marker = Path(out) / PRETRAIN_JSON
     if not marker.is_file() or not (Path(out) / "model.safetensors").is_file():
         return False
     return json.loads(marker.read_text()).get("config_hash") == config_hash(cfg)
@@ -139,12 +163,12 @@ def pretrain(cfg: PretrainConfig, out: str | os.PathLike, resume: bool = True) -
     import torch
     from transformers import Trainer, TrainingArguments
 
-    from posttrainlab.data.atomic import write_text
     from posttrainlab.models.tiny import build_model, count_parameters, save_pretrained
 
     out = Path(out)
     if is_cached(out, cfg):
         return out
+    check_out(out)  # before the minutes of training, not after
     torch.manual_seed(cfg.train.seed)
     model, tokenizer = build_model(cfg.model)
     eval_set = eval_programs()
@@ -176,7 +200,6 @@ def pretrain(cfg: PretrainConfig, out: str | os.PathLike, resume: bool = True) -
     trainer.train(resume_from_checkpoint=True if has_checkpoint else None)
     seen = {item.program for item in items} | eval_set
     acc = heldout_accuracy(model, tokenizer, cfg.heldout_per_op, cfg.train.seed, seen)
-    save_pretrained(model, tokenizer, out)
     meta = {
         "config_hash": config_hash(cfg),
         "config": asdict(cfg),
@@ -187,6 +210,13 @@ def pretrain(cfg: PretrainConfig, out: str | os.PathLike, resume: bool = True) -
         "contamination": report,
         "log_history": trainer.state.log_history,
     }
-    write_text(out / "contamination.json", json.dumps(report, indent=2) + "\n")
-    write_text(out / "pretrain.json", json.dumps(meta, indent=2) + "\n")
+
+    def finish(folder: Path) -> None:  # the metadata goes into the staged folder, so the base is swapped in whole
+        from posttrainlab.data.atomic import folder_files
+
+        (folder / CONTAMINATION_JSON).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        meta["files"] = sorted({*folder_files(folder), PRETRAIN_JSON})
+        (folder / PRETRAIN_JSON).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+
+    save_pretrained(model, tokenizer, out, what=BASE, finish=finish)
     return out

@@ -6,7 +6,7 @@
     accelerate launch --cpu --num_processes 2 -m posttrainlab train prm --config configs/prm/step.yaml
 
 Hand-written because TRL removed its PRMTrainer. What ``transformers.Trainer`` brings unchanged:
-checkpoints, resume (``common.last_checkpoint``), accelerate, logging. What is ours: the data
+checkpoints, resume (``common.check_run``), accelerate, logging. What is ours: the data
 (``prm_data``: one sequence per solution, a label on each separator), the two heads
 (``models.prm``: token classification or a verdict token) and the losses (``prm_losses``: hard,
 class-weighted or soft-target cross-entropy), wired in through ``compute_loss``.
@@ -23,7 +23,7 @@ from pathlib import Path
 
 from posttrainlab.errors import BadInput
 from posttrainlab.train.common import (
-    last_checkpoint,
+    check_run,
     log_callback,
     peft_config,
     resolve_model,
@@ -160,28 +160,14 @@ def build_trainer(recipe: PRMRecipe):
     return trainer, len(examples), spec
 
 
-def train_prm(recipe: PRMRecipe) -> Path:
-    """Train, save the model with its ``prm_config.json`` and ``recipe.yaml``; resume when a checkpoint exists."""
-    from posttrainlab.config import save_config
+def train_prm(recipe: PRMRecipe, existing: str = "check") -> Path:
+    """Check the run folder, the data and the model; then write ``recipe.yaml``, train (resuming when a checkpoint
+    exists, ``common.check_run``) and save the model with its ``prm_config.json``."""
     from posttrainlab.models.prm import write_spec
 
+    start = check_run(recipe, existing)
     trainer, n, spec = build_trainer(recipe)
-    out = Path(recipe.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    save_config(recipe, out / "recipe.yaml")
-    if last_checkpoint(out) is not None:
-        log.info("resuming from %s", last_checkpoint(out))
-    run_trainer(trainer, recipe, "prm", n)
-    if recipe.lora.enabled and trainer.is_world_process_zero():
-        _save_merged(trainer, out)
+    out = run_trainer(trainer, recipe, "prm", n, start)  # a LoRA run is saved merged (common.save_model)
     if trainer.is_world_process_zero():
         write_spec(spec, out)
     return out
-
-
-def _save_merged(trainer, out: Path) -> None:
-    """Replace the saved LoRA adapter with the merged model (a PRM folder loads without peft)."""
-    merged = trainer.model.merge_and_unload()
-    for name in ("adapter_config.json", "adapter_model.safetensors"):
-        (out / name).unlink(missing_ok=True)
-    merged.save_pretrained(str(out), safe_serialization=True)

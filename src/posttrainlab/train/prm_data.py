@@ -23,8 +23,11 @@ exactly the tokens the scorer reads (``posttrainlab.models.prm.encode_solution``
    card leaves ``step_idx`` open, and both readings occur: ``count`` (the number of steps in the
    prefix, 0 = the empty prefix, up to ``num_steps``; tests/assets/formats/mc_value.jsonl) and
    ``last`` (the 0-based index of the prefix's last step, up to ``num_steps - 1``; ``posttrain label
-   mc``). ``dataset.mc_step_idx`` says which (``auto``: see ``mc_step_idx_counts``). A prefix's V goes
-   on the separator of its last step; the empty prefix has no separator and is skipped.
+   mc``). ``dataset.mc_step_idx`` says which (``auto``: see ``mc_step_idx_counts``; a file that does
+   not show its convention is refused, never guessed). A prefix's V goes on the separator of its last
+   step; the empty prefix has no separator and is skipped. A row whose ``value_source`` is
+   ``inferred`` (a value binary search concluded, not measured) is skipped unless
+   ``dataset.mc_use_inferred``: its separator gets no target.
    ``mc_rows: grouped`` folds the rows of a trace (``id``, ``sample_index``) into one sequence;
    ``prefix`` makes one sequence per row in the same format; ``messages`` trains on the card's rows as
    they are (one ``JudgePrompt`` each, needing neither ``question`` nor ``steps``).
@@ -141,24 +144,37 @@ def read_items(cfg: PRMDataConfig, *, soft: bool) -> list[Solution | JudgePrompt
 
 
 def _mc_items(cfg: PRMDataConfig, *, soft: bool) -> list[Solution | JudgePrompt]:
-    from posttrainlab.data.formats.mc_value import check_mc_row
+    from posttrainlab.data.formats.mc_value import check_mc_row, is_inferred
 
     def value(row: dict) -> float:
         return float(row["reward"]) if soft else float(row["reward"] >= 0.5)
 
     traces: dict[tuple[str, int], list[tuple[int, dict]]] = {}
     items: list[Solution | JudgePrompt] = []
+    read = skipped = 0
+    reaches_num_steps = False  # evidence for the `count` reading, from every row (skipped ones too)
     for index, row in _rows(cfg):
         reason = check_mc_row(row)
         if reason is None and cfg.mc_rows != "messages":
             reason = _check_mc_text(row)
         if reason is not None:
             raise BadInput(f"{cfg.path}: row {index}: {reason}")
-        if cfg.mc_rows == "messages":
+        read += 1
+        reaches_num_steps = reaches_num_steps or row["step_idx"] == row["num_steps"]
+        if is_inferred(row) and not cfg.mc_use_inferred:
+            skipped += 1
+        elif cfg.mc_rows == "messages":
             items.append(JudgePrompt(row["messages"], value(row)))
         else:
             traces.setdefault((row["id"], row["sample_index"]), []).append((index, row))
-    count = mc_step_idx_counts(cfg.mc_step_idx, (r for rows in traces.values() for _, r in rows))
+    if read and skipped == read:
+        raise BadInput(
+            f"{cfg.path}: no training rows: all {read} rows have value_source inferred "
+            "(set dataset.mc_use_inferred=true to train on them)"
+        )
+    if not traces:
+        return items
+    count = mc_step_idx_counts(cfg.mc_step_idx, reaches_num_steps, cfg.path)
     for key, rows in traces.items():
         steps = max((r["steps"] for _, r in rows), key=len)
         question = rows[0][1]["question"]
@@ -187,17 +203,26 @@ def _mc_items(cfg: PRMDataConfig, *, soft: bool) -> list[Solution | JudgePrompt]
     return items
 
 
-def mc_step_idx_counts(setting: str, rows) -> bool:
+def mc_step_idx_counts(setting: str, reaches_num_steps: bool, where: str) -> bool:
     """Whether ``step_idx`` counts the prefix's steps (``count``) rather than indexing its last step (``last``).
 
-    ``auto``: ``count`` when some row has ``step_idx == num_steps`` (only a count reaches it), else ``last``.
+    ``auto``: ``count`` when some row has ``step_idx == num_steps`` (``reaches_num_steps``: only a count
+    reaches it); otherwise the file could be either (``last``, or ``count`` without its whole-trace rows,
+    as after band filtering), and reading it one way when it is the other moves every target one step,
+    so ``BadInput`` asks for the setting instead of guessing.
 
-    >>> mc_step_idx_counts("auto", [{"step_idx": 2, "num_steps": 2}]), mc_step_idx_counts("auto", [])
+    >>> mc_step_idx_counts("auto", True, "f.jsonl"), mc_step_idx_counts("last", False, "f.jsonl")
     (True, False)
     """
     if setting != "auto":
         return setting == "count"
-    return any(r["step_idx"] == r["num_steps"] for r in rows)
+    if not reaches_num_steps:
+        raise BadInput(
+            f"{where}: cannot tell what step_idx means (no row has step_idx == num_steps): steps in the prefix "
+            "(count, 0 = empty prefix) or the 0-based index of its last step (last, as posttrain label mc writes); "
+            "set dataset.mc_step_idx=count or dataset.mc_step_idx=last"
+        )
+    return True
 
 
 def _check_mc_text(row: dict) -> str | None:

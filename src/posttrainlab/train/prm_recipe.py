@@ -32,8 +32,12 @@ class PRMDataConfig:
     # judge-prompt rows, one sequence each, the target at the verdict position
     mc_rows: str = "grouped"
     # mc-value only: what step_idx means: count = steps in the prefix (0 = empty prefix); last = 0-based index of
-    # the prefix's last step (posttrain label mc); auto = count when some row has step_idx == num_steps, else last
+    # the prefix's last step (posttrain label mc); auto = count when some row has step_idx == num_steps, else refused
+    # (a file without such a row, e.g. after band filtering, may be either: set count or last)
     mc_step_idx: str = "auto"
+    # mc-value only: also train on rows with value_source "inferred" (values --search binary concluded without
+    # rolling out: copies of a later probe's V, 0 after its zero, 1 on a correct trace); false = measured V only
+    mc_use_inferred: bool = False
 
 
 @dataclass

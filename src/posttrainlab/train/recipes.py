@@ -9,15 +9,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+DEFAULT_DATA = "data/arith-v1"  # the one path where a missing arith-v1 is built unasked
+
 
 @dataclass
 class DatasetConfig:
     """Where the training records come from."""
 
-    path: str = "data/arith-v1"  # a local arith-v1 build or hf://owner/name (checksums verified on load)
+    path: str = DEFAULT_DATA  # a local arith-v1 build or hf://owner/name (checksums verified on load)
     split: str = "sft_train"  # sft_train | sft_train_3k | preference_train | rl_train | rl_train_1500 ...
     limit: int | None = None  # keep the first N records (1k/2k/3k give nested subsets)
-    prepare_if_missing: bool = True  # build arith-v1 at `path` when it is a local folder that does not exist
+    # build arith-v1 when `path` is a local folder that does not exist: null = only at the default data/arith-v1
+    # (anywhere else a missing folder is an error, so a typo is not a new dataset); true = at any path; false = never
+    prepare_if_missing: bool | None = None
 
 
 @dataclass

@@ -15,6 +15,8 @@ from pathlib import Path
 
 from posttrainlab.train.common import (
     assistant,
+    check_model,
+    check_run,
     load_policy,
     load_records,
     run_trainer,
@@ -33,6 +35,7 @@ def sft_rows(records: list[dict]) -> list[dict]:
 def build_trainer(recipe: SFTRecipe, records: list[dict] | None = None):
     from trl import SFTConfig, SFTTrainer
 
+    check_model(recipe.model)
     records = load_records(recipe.dataset) if records is None else records
     model, tokenizer = load_policy(recipe, padding_side="right")
     args = SFTConfig(
@@ -47,6 +50,8 @@ def build_trainer(recipe: SFTRecipe, records: list[dict] | None = None):
     return trainer, len(records)
 
 
-def train_sft(recipe: SFTRecipe) -> Path:
+def train_sft(recipe: SFTRecipe, existing: str = "check") -> Path:
+    """Check the run folder, then the data and the model, then train (``common.check_run``)."""
+    start = check_run(recipe, existing)
     trainer, n = build_trainer(recipe)
-    return run_trainer(trainer, recipe, "sft", n)
+    return run_trainer(trainer, recipe, "sft", n, start)

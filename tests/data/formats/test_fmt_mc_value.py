@@ -52,6 +52,11 @@ def test_bad_rows_each_give_their_reason():
         ({"enable_thinking": "no"}, "enable_thinking is 'no', expected true or false"),
         ({"reward": 1, "correct": True}, None),  # an integer V is fine
         ({"step_idx": 2, "num_steps": 2}, None),  # the full trace is a prefix too
+        ({"value_source": "measured"}, None),  # optional (posttrain label mc writes it)
+        ({"value_source": "inferred"}, None),
+        ({"value_source": None}, None),  # not recorded, like an absent column
+        ({"value_source": "guessed"}, "value_source is 'guessed', expected 'measured' or 'inferred'"),
+        ({"value_source": 1}, "value_source is 1, expected 'measured' or 'inferred'"),
     ],
 )
 def test_row_checks(edit, reason):
@@ -101,6 +106,20 @@ def test_grouping_refuses_rather_than_drops(edit_index, edit, reason):
     with pytest.raises(RowError) as e:
         list(group_traces(data))
     assert (e.value.index, e.value.reason) == (edit_index, reason)
+
+
+def test_value_source_survives_grouping_and_must_be_on_every_row_of_a_trace():
+    data = rows("mc_value.jsonl")
+    for i, row in enumerate(data):
+        row["value_source"] = "inferred" if i % 2 else "measured"
+    traces = list(group_traces(data))
+    assert traces[0]["value_source"] == ["measured", "inferred", "measured"]
+    assert list(ungroup_traces(traces)) == data
+    assert "value_source" not in next(group_traces(rows("mc_value.jsonl")))  # older files: no column
+    data[1].pop("value_source")
+    with pytest.raises(RowError) as e:
+        list(group_traces(data))
+    assert (e.value.index, e.value.reason) == (1, "value_source is missing here but present earlier in trace ('p1', 0)")
 
 
 def test_splits_disjoint_by_id():

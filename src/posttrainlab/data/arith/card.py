@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from posttrainlab.data.arith.generator import SPLITS_BY_NAME
+from posttrainlab.data.arith.splits import SPLITS_BY_NAME
 
 _BODY = """\
 # arith-v1 ({version})

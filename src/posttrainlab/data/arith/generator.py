@@ -20,83 +20,32 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from posttrainlab.data.arith.card import render_card
 from posttrainlab.data.arith.corrupt import CORRUPTIONS, EXPECTED_OUTCOME, corrupt
 from posttrainlab.data.arith.problems import CATEGORIES, Problem, draw, space_size
-from posttrainlab.data.jsonl import dumps
-from posttrainlab.errors import BadInput, PosttrainError
-from posttrainlab.grading.arith import ArithGrader
-
-DATASET = "arith-v1"
-GENERATOR = "arith-v1.3"
-SEED = 20251018
-VERSIONS = ("1.0.0", "1.1.0", "1.2.0", "1.3.0")
-LATEST = VERSIONS[-1]
-CONFIGS = ("eval", "sft", "preference", "prompt")
-KEY_DESCRIPTION = "(category, template, operands)"
-
-
-@dataclass(frozen=True)
-class Split:
-    """One split of the card's table. ``sources`` empty: a pool drawn fresh; else derived from them."""
-
-    name: str
-    config: str
-    size: int
-    since: str
-    sources: tuple[str, ...] = ()
-    use: str = ""
-
-
-# In pool-drawing order (the card: evaluation pools first, later releases last).
-SPLITS: tuple[Split, ...] = (
-    Split("test", "eval", 500, "1.0.0", use="all reported results"),
-    Split("validation", "eval", 100, "1.0.0", use="development checks"),
-    Split("rl_train", "prompt", 500, "1.0.0", use="GRPO (reward uses answer)"),
-    Split("preference_train", "preference", 500, "1.0.0", use="DPO"),
-    Split("sft_train", "sft", 1000, "1.0.0", use="SFT"),
-    Split("preference_test", "preference", 500, "1.0.0", ("test",), "preference accuracy (derived from test)"),
-    Split("dev", "eval", 500, "1.1.0", use="hyperparameter selection"),
-    Split("sft_extra", "sft", 2000, "1.2.0", use="additional SFT problems"),
-    Split("sft_train_3k", "sft", 3000, "1.2.0", ("sft_train", "sft_extra"), "sft_train then sft_extra (data scaling)"),
-    Split("rl_extra", "prompt", 1000, "1.3.0", use="additional RL prompts"),
-    Split(
-        "rl_train_1500", "prompt", 1500, "1.3.0", ("rl_train", "rl_extra"), "rl_train then rl_extra (long GRPO runs)"
-    ),
+from posttrainlab.data.arith.splits import (  # noqa: F401 - the release table, re-exported for callers
+    CONFIGS,
+    DATASET,
+    GENERATOR,
+    INTENDED_OVERLAPS,
+    KEY_DESCRIPTION,
+    LATEST,
+    SEED,
+    SPLITS,
+    SPLITS_BY_NAME,
+    VERSIONS,
+    Split,
+    check_version,
+    rel_path,
+    splits_of,
 )
-SPLITS_BY_NAME = {s.name: s for s in SPLITS}
-
-#: Overlaps the card makes on purpose; every other pair of splits must share nothing.
-INTENDED_OVERLAPS = {
-    ("test", "preference_test"): "preference_test is derived from test problems on purpose (evaluation only)",
-    ("sft_train", "sft_train_3k"): "sft_train_3k is sft_train followed by sft_extra",
-    ("sft_extra", "sft_train_3k"): "sft_train_3k is sft_train followed by sft_extra",
-    ("rl_train", "rl_train_1500"): "rl_train_1500 is rl_train followed by rl_extra",
-    ("rl_extra", "rl_train_1500"): "rl_train_1500 is rl_train followed by rl_extra",
-}
+from posttrainlab.data.jsonl import dumps
+from posttrainlab.errors import PosttrainError
+from posttrainlab.grading.arith import ArithGrader
 
 
 class BuildError(PosttrainError):
     """A generated record failed a build check; nothing was written."""
-
-
-def _vtuple(version: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in version.split("."))
-
-
-def check_version(version: str) -> str:
-    if version not in VERSIONS:
-        raise BadInput(f"unknown arith-v1 version {version!r}: choose one of {', '.join(VERSIONS)}")
-    return version
-
-
-def splits_of(version: str) -> list[Split]:
-    """The splits a release contains, in pool-drawing order."""
-    v = _vtuple(check_version(version))
-    return [s for s in SPLITS if _vtuple(s.since) <= v]
-
-
-def rel_path(split: Split) -> str:
-    return f"{split.config}/{split.name}.jsonl"
 
 
 def file_order(version: str) -> list[Split]:
@@ -208,7 +157,6 @@ def build(version: str = LATEST, seed: int = SEED) -> Build:
     """Generate, check and serialise a release; raises ``BuildError`` on any failed check."""
     import hashlib
 
-    from posttrainlab.data.arith.card import render_card
     from posttrainlab.data.manifest import manifest_text
 
     problems = draw_pools(version, seed)

@@ -53,7 +53,7 @@ from typing import Any
 
 from posttrainlab.data.arith.corrupt import CORRUPTIONS, corrupt
 from posttrainlab.data.arith.steps import parse_question, split_steps, step_labels
-from posttrainlab.data.atomic import staging_dir
+from posttrainlab.data.atomic import check_output_folder, staging_dir
 from posttrainlab.data.formats.math_shepherd import step_to_ms
 from posttrainlab.data.formats.step import check_step_row
 from posttrainlab.data.jsonl import dumps
@@ -284,13 +284,15 @@ def _is_arith_prm(folder: Path) -> bool:
 
 
 def check_target(out: str | Path) -> Path:
-    """``BadInput`` unless ``out`` is absent, empty, or an earlier arith-prm build (which is replaced)."""
+    """``BadInput`` unless ``out`` is absent, empty, or an earlier arith-prm build (which is replaced).
+
+    An earlier build's files are those its manifest lists, and the manifest: a file added to it is refused.
+    """
     out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise BadInput(f"{out}: exists and is not a folder")
-    if out.is_dir() and any(out.iterdir()) and not _is_arith_prm(out):
-        raise BadInput(f"{out}: folder holds other files; choose an empty folder or an earlier arith-prm build")
-    return out
+    own: set[str] = set()
+    if _is_arith_prm(out):
+        own = set(json.loads((out / MANIFEST).read_text(encoding="utf-8")).get("files", {})) | {MANIFEST}
+    return check_output_folder(out, own.__contains__, what="arith-prm build")
 
 
 def write_dataset(out: str | Path, splits: dict[str, SplitBuilder], meta: dict[str, Any]) -> dict[str, Any]:

@@ -17,9 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from posttrainlab.data.arith.generator import DATASET, LATEST, Build, build, check_version
-from posttrainlab.data.atomic import staging_dir
+from posttrainlab.data.atomic import check_output_folder, staging_dir
 from posttrainlab.data.manifest import MANIFEST, has_manifest, sha256_file
-from posttrainlab.errors import BadInput
 
 
 def golden_manifest(version: str) -> dict[str, Any]:
@@ -28,25 +27,21 @@ def golden_manifest(version: str) -> dict[str, Any]:
     return json.loads(text.read_text(encoding="utf-8"))
 
 
-def _is_arith_build(folder: Path) -> bool:
+def _build_files(folder: Path) -> set[str]:
+    """The files of the arith-v1 build in ``folder`` (its manifest's, the manifest, the card); none if not one."""
     if not has_manifest(folder):
-        return False
+        return set()
     try:
         manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
-        return False
+        return set()
     if not isinstance(manifest, dict) or manifest.get("dataset") != DATASET:
-        return False
-    known = set(manifest.get("files", {})) | {MANIFEST, "README.md"}
-    present = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
-    return present <= known
+        return set()
+    return set(manifest.get("files", {})) | {MANIFEST, "README.md"}
 
 
 def _check_target(out: Path) -> None:
-    if out.exists() and not out.is_dir():
-        raise BadInput(f"{out}: exists and is not a folder")
-    if out.is_dir() and any(out.iterdir()) and not _is_arith_build(out):
-        raise BadInput(f"{out}: folder holds other files; choose an empty folder or an earlier arith-v1 build")
+    check_output_folder(out, _build_files(out).__contains__, what="arith-v1 build")
 
 
 def write(result: Build, out: str | Path) -> Path:

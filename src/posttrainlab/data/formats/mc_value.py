@@ -6,6 +6,11 @@ Each row carries ``reward`` = V(prefix), the share of correct continuations, and
 ``correct == (V >= 0.5)``, 0 <= ``step_idx`` <= ``num_steps``; across rows: one ``num_steps`` and no
 repeated ``step_idx`` per trace, and train/validation splits disjoint by ``id``.
 
+One optional column, posttrainlab's own: ``value_source``, ``measured`` (V from the prefix's rollouts or
+the trace's own grade) or ``inferred`` (not rolled out: a value ``posttrain label mc --search binary``
+concluded, docs/mc-labelling.md). ``posttrain label mc`` always writes it; a row without it (the card's
+rows, older files), or with null, does not say, and readers take it as measured.
+
 ``group_traces`` folds the prefixes of one trace into one record with a value per step and
 ``ungroup_trace`` writes the rows back: the round trip is exact (same rows, same order) when the rows
 of a trace are contiguous, as the pipeline writes them; with ``contiguous=False`` rows are grouped in
@@ -42,6 +47,9 @@ KEYS = (
     "loss_weight",
     "enable_thinking",
 )
+#: The optional column saying whether ``reward`` was measured or inferred (module docstring).
+VALUE_SOURCE = "value_source"
+VALUE_SOURCES = ("measured", "inferred")
 #: Fields shared by every prefix of a trace (checked equal when grouping).
 TRACE_KEYS = ("id", "source", "sample_index", "num_steps", "enable_thinking")
 #: Fields that vary per prefix, stored as lists in a trace (``reward`` becomes ``values``).
@@ -105,7 +113,23 @@ def check_mc_row(row: Row) -> str | None:
             if isinstance(row["enable_thinking"], bool)
             else f"enable_thinking is {row['enable_thinking']!r}, expected true or false"
         ),
+        lambda: _check_value_source(row.get(VALUE_SOURCE)),
     )
+
+
+def _check_value_source(value: Any) -> str | None:
+    if value is None or value in VALUE_SOURCES:
+        return None
+    return f"value_source is {value!r}, expected 'measured' or 'inferred'"
+
+
+def is_inferred(row: Row) -> bool:
+    """Whether the row says its V was inferred rather than measured (no ``value_source``: measured).
+
+    >>> is_inferred({"value_source": "inferred"}), is_inferred({"value_source": "measured"}), is_inferred({})
+    (True, False, False)
+    """
+    return row.get(VALUE_SOURCE) == "inferred"
 
 
 def validate_mc(rows: Iterable[Row]) -> Iterator[tuple[int, str]]:
@@ -139,6 +163,8 @@ def validate_mc(rows: Iterable[Row]) -> Iterator[tuple[int, str]]:
 def _new_trace(row: Row) -> dict[str, Any]:
     trace: dict[str, Any] = {k: row[k] for k in TRACE_KEYS}
     trace |= {"step_idx": [], "values": [], "label": [], "loss_weight": [], "messages": []}
+    if VALUE_SOURCE in row:  # optional: kept per prefix when the trace's rows carry it
+        trace[VALUE_SOURCE] = []
     return trace
 
 
@@ -148,10 +174,14 @@ def _add_step(trace: dict[str, Any], row: Row, index: int) -> None:
             raise RowError(index, f"{k} {row[k]!r} differs from {trace[k]!r} earlier in trace {_key(trace)}")
     if row["step_idx"] in trace["step_idx"]:
         raise RowError(index, f"step_idx {row['step_idx']} repeats within trace {_key(trace)}")
+    if (VALUE_SOURCE in row) != (VALUE_SOURCE in trace):
+        where = ("missing here but present", "present here but missing")[VALUE_SOURCE in row]
+        raise RowError(index, f"value_source is {where} earlier in trace {_key(trace)}")
     trace["step_idx"].append(row["step_idx"])
     trace["values"].append(row["reward"])
-    for k in ("label", "loss_weight", "messages"):
-        trace[k].append(row[k])
+    for k in ("label", "loss_weight", "messages", VALUE_SOURCE):
+        if k in trace:
+            trace[k].append(row[k])
 
 
 def _key(trace: Row) -> tuple[str, int]:
@@ -162,9 +192,10 @@ def group_traces(rows: Iterable[Row], *, contiguous: bool = True) -> Iterator[di
     """Fold the prefix rows of each trace (``id``, ``sample_index``) into one trace record.
 
     A trace holds the shared fields once and, per prefix in input order, ``step_idx``, ``values`` (V),
-    ``label``, ``loss_weight`` and ``messages``. With ``contiguous=True`` (streaming, one trace in
-    memory) a trace whose rows are not contiguous raises ``RowError``; ``contiguous=False`` groups the
-    whole file in memory instead. A row with a column outside the Polaris schema raises ``RowError``
+    ``label``, ``loss_weight``, ``messages`` (and ``value_source`` when the rows carry it: all of a
+    trace's rows or none). With ``contiguous=True`` (streaming, one trace in memory) a trace whose rows
+    are not contiguous raises ``RowError``; ``contiguous=False`` groups the whole file in memory
+    instead. A row with a column outside the Polaris schema (and ``value_source``) raises ``RowError``
     rather than lose it.
     """
     done: set[tuple[str, int]] = set()
@@ -172,7 +203,7 @@ def group_traces(rows: Iterable[Row], *, contiguous: bool = True) -> Iterator[di
     groups: dict[tuple[str, int], dict[str, Any]] = {}
     for index, row in enumerate(rows):
         reason = check_mc_row(row)
-        extra = [k for k in row if k not in KEYS]
+        extra = [k for k in row if k not in KEYS and k != VALUE_SOURCE]
         if reason is None and extra:
             reason = f"key(s) {', '.join(extra)} are not Polaris MC columns: a trace would drop them"
         if reason is not None:
@@ -199,8 +230,8 @@ def group_traces(rows: Iterable[Row], *, contiguous: bool = True) -> Iterator[di
 def ungroup_trace(trace: Row) -> Iterator[dict[str, Any]]:
     """The prefix rows of a trace record, in the Polaris column order (inverse of ``group_traces``)."""
     n = len(trace["step_idx"])
-    for k in ("values", "label", "loss_weight", "messages"):
-        if len(trace[k]) != n:
+    for k in ("values", "label", "loss_weight", "messages", VALUE_SOURCE):
+        if k in trace and len(trace[k]) != n:
             raise ValueError(f"trace {_key(trace)}: {k} has {len(trace[k])} entries for {n} step_idx")
     for i in range(n):
         v = trace["values"][i]
@@ -216,6 +247,7 @@ def ungroup_trace(trace: Row) -> Iterator[dict[str, Any]]:
             "num_steps": trace["num_steps"],
             "loss_weight": trace["loss_weight"][i],
             "enable_thinking": trace["enable_thinking"],
+            **({VALUE_SOURCE: trace[VALUE_SOURCE][i]} if VALUE_SOURCE in trace else {}),
         }
 
 

@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--traces", type=int, default=300, help="synthetic long traces")
     args = parser.parse_args(argv)
 
-    from posttrainlab.label.mc_scripted import ScriptedArithPolicy
+    from posttrainlab.label.mc.scripted import ScriptedArithPolicy
 
     print("rollouts counted from the prefixes only (both ways also draw N from the empty prefix per problem)")
     with tempfile.TemporaryDirectory() as tmp:

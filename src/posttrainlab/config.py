@@ -3,7 +3,10 @@
 Built on OmegaConf's structured configs (the loader torchtune uses), which type-check every value
 against the dataclass and refuse keys the dataclass does not have. What this module adds is the
 project's error contract: any fault in a config file or an override becomes one ``BadInput`` line
-naming the file (or the override) and the key, and the CLI exits 2.
+naming the file (or the override) and the key, and the CLI exits 2; and the shipped configs: the YAML
+files under ``posttrainlab/configs/`` are package data, and a documented path such as
+``configs/arith/sft.yaml`` that does not exist under the working directory loads the shipped file
+(``config_path``), so the README's commands work from a pip install as they do from the repository.
 """
 
 from __future__ import annotations
@@ -17,6 +20,9 @@ from posttrainlab.errors import BadInput
 
 T = TypeVar("T")
 
+#: the configs shipped inside the package (the repository's top-level ``configs`` links here)
+SHIPPED = Path(__file__).resolve().parent / "configs"
+
 
 def one_line(e: Exception) -> str:
     """OmegaConf's messages span several lines (key, type, value); keep the first, add the key."""
@@ -25,10 +31,24 @@ def one_line(e: Exception) -> str:
     return f"{text} (key: {key})" if key and key not in text else text
 
 
+def config_path(path: str | os.PathLike) -> Path:
+    """``path`` as given when it is a file; else, for a relative ``configs/...`` path, the shipped file of that name.
+
+    >>> config_path("configs/arith/sft.yaml").resolve() == SHIPPED / "arith" / "sft.yaml"  # from any folder
+    True
+    """
+    given = Path(path)
+    if given.is_file() or given.is_absolute() or given.parts[:1] != ("configs",):
+        return given
+    shipped = SHIPPED.joinpath(*given.parts[1:])
+    return shipped if shipped.is_file() else given
+
+
 def load_config(
     cls: type[T], path: str | os.PathLike | None = None, overrides: list[str] | None = None, *, start: T | None = None
 ) -> T:
-    """Build a ``cls`` from defaults (or the instance ``start``), then the YAML at ``path``, then overrides."""
+    """Build a ``cls`` from defaults (or the instance ``start``), then the YAML at ``path`` (``config_path``),
+    then overrides."""
     import yaml
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
@@ -38,11 +58,13 @@ def load_config(
     try:
         if path is not None:
             where = str(path)
-            if not Path(path).is_file():
-                raise BadInput(f"{path}: no such config file")
+            path = config_path(path)
+            if not path.is_file():
+                shipped = f" here or among the shipped ones ({SHIPPED})" if path.parts[:1] == ("configs",) else ""
+                raise BadInput(f"{where}: no such config file{shipped}")
             loaded = OmegaConf.load(path)
             if loaded is None or not hasattr(loaded, "keys"):
-                raise BadInput(f"{path}: expected a YAML mapping of config fields")
+                raise BadInput(f"{where}: expected a YAML mapping of config fields")
             schema = OmegaConf.merge(schema, loaded)
         for item in overrides or []:
             where = f"override {item!r}"
@@ -61,10 +83,15 @@ def to_dict(config: Any) -> dict[str, Any]:
     return asdict(config) if is_dataclass(config) else dict(config)
 
 
-def save_config(config: Any, path: str | os.PathLike) -> None:
-    """Write a config as YAML (atomically) so a run records exactly what it ran with."""
+def to_yaml(config: Any) -> str:
+    """A config as YAML, fields in their dataclass order (``recipe.yaml``, ``--print-config``)."""
     import yaml
 
+    return yaml.safe_dump(to_dict(config), sort_keys=False)
+
+
+def save_config(config: Any, path: str | os.PathLike) -> None:
+    """Write a config as YAML (atomically) so a run records exactly what it ran with."""
     from posttrainlab.data.atomic import write_text
 
-    write_text(path, yaml.safe_dump(to_dict(config), sort_keys=False))
+    write_text(path, to_yaml(config))

@@ -1,4 +1,4 @@
-"""The two kinds of failure the CLI tells apart (DESIGN.md "Exit codes").
+"""The two kinds of failure the CLI tells apart (docs/design.md "Exit codes").
 
 ``BadInput`` is the user's to fix: a missing or edited file, an unknown split, a bad flag value.
 The CLI prints its message as one line and exits 2. Messages name the file and the fault.
@@ -24,6 +24,21 @@ class HubUnavailable(PosttrainError):
     """A Hub path was given where the Hub cannot be reached (offline machine, wrong endpoint)."""
 
     exit_code = 2
+
+
+class EndpointError(PosttrainError):
+    """A model endpoint failed (after the client's retries, for a transient fault): the run stops (exit 1).
+
+    Defined here, beside the other errors every layer may raise, because the sampling backend
+    (``generation``), the judge client (``eval``) and the run pool that stops on it (``data.pool``)
+    all need the one class. ``transient`` tells a fault worth retrying (timeout, connection,
+    HTTP 408/409/429/5xx) from one that is not; ``retries`` is how many retries were spent on it, and
+    the message says so.
+    """
+
+    def __init__(self, message: str, transient: bool = False, retries: int = 0):
+        self.reason, self.transient, self.retries = message, transient, retries
+        super().__init__(f"{message} (after {retries + 1} tries)" if transient and retries else message)
 
 
 def one_line(exc: BaseException, limit: int = 200) -> str:

@@ -7,12 +7,13 @@ report. Every stage writes its outputs into ``OUT/<stage>`` and is
 skipped when its finished marker is already there, and every training stage resumes from its last
 checkpoint, so a killed quickstart started again carries on where it stopped.
 
-Presets (``--preset``): ``default`` is the tuned recipe (tuned on ``dev``, reported on all 500 ``test``
-problems); ``smoke`` is a small base and a few steps of each stage, to check the whole pipeline in
-minutes; ``smollm2`` runs the same stages on a real pretrained model, SmolLM2-135M-Instruct, imported offline
-(``posttrain model import``) instead of pretraining the tiny base, with LoRA and fewer problems so it fits in
-about 40 minutes on 2 cores. Any stage setting can be changed with ``key=value`` overrides
-(``sft.optim.epochs=1``).
+Presets (``--preset``) are YAML files in ``configs/quickstart/`` that set fields of ``QuickstartConfig``:
+``default`` is the tuned recipe (tuned on ``dev``, reported on all 500 ``test`` problems); ``smoke`` is a
+small base and a few steps of each stage, to check the whole pipeline in minutes; ``smollm2`` runs the same
+stages on a real pretrained model, SmolLM2-135M-Instruct, imported offline (``posttrain model import``)
+instead of pretraining the tiny base, with LoRA and fewer problems so it fits in about 40 minutes on 2 cores.
+``--preset FILE.yaml`` reads a preset of the user's. Any stage setting can be changed with ``key=value``
+overrides (``sft.optim.epochs=1``); ``--print-config`` shows the result (``resolved``).
 """
 
 from __future__ import annotations
@@ -23,11 +24,10 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from posttrainlab.data.arith.corpus import CorpusConfig
-from posttrainlab.models.tiny import TinyModelConfig
-from posttrainlab.train.pretrain import PretrainConfig, PretrainOptim
+from posttrainlab.config import SHIPPED
+from posttrainlab.train.pretrain import PretrainConfig
 from posttrainlab.train.prm_recipe import PRMDataConfig, PRMRecipe
-from posttrainlab.train.recipes import DatasetConfig, DPORecipe, GRPORecipe, LoraSwitch, OptimConfig, SFTRecipe
+from posttrainlab.train.recipes import DPORecipe, GRPORecipe, OptimConfig, SFTRecipe
 
 
 @dataclass
@@ -42,7 +42,7 @@ class EvalSettings:
     eval_base: bool = False  # also evaluate the base model (it has never seen the prompt format)
 
 
-# The quickstart sets model, output_dir and dataset.path of the PRM recipe (OUT/sft, OUT/prm, OUT/arith-prm).
+# The quickstart sets model, output_dir and dataset.path of the PRM recipe (OUT/sft, OUT/prm, OUT/arith-prm; ``place``).
 def _prm_data() -> PRMDataConfig:
     return PRMDataConfig(path="OUT/arith-prm/step/train.jsonl", format="step")
 
@@ -68,7 +68,7 @@ class ProcessSettings:
 
 @dataclass
 class QuickstartConfig:
-    """Every stage's settings; a preset fills them, ``key=value`` overrides change them."""
+    """Every stage's settings: the defaults here, then a preset's YAML, then ``key=value`` overrides."""
 
     preset: str = "default"
     # a real model to start from instead of the tiny base: a name `posttrain model import` knows
@@ -83,119 +83,51 @@ class QuickstartConfig:
     methods: list[str] = field(default_factory=lambda: ["dpo", "grpo"])
 
 
-def smoke_preset() -> QuickstartConfig:
-    """A few minutes end to end: a 2-layer base on a small corpus, a few steps of each method."""
-    small = TinyModelConfig(
-        hidden_size=64, intermediate_size=192, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2
-    )
-    return QuickstartConfig(
-        preset="smoke",
-        base=PretrainConfig(
-            model=small,
-            corpus=CorpusConfig(size=4000),
-            train=PretrainOptim(epochs=1, batch_size=16, seq_len=128, save_steps=1000, logging_steps=5),
-            heldout_per_op=20,
-        ),
-        sft=SFTRecipe(
-            dataset=DatasetConfig(split="sft_train", limit=160),
-            optim=OptimConfig(epochs=1, learning_rate=1e-3, batch_size=16, logging_steps=2, save_steps=1000),
-        ),
-        dpo=DPORecipe(
-            dataset=DatasetConfig(split="preference_train", limit=32),
-            optim=OptimConfig(epochs=1, learning_rate=1e-4, batch_size=8, logging_steps=1, save_steps=1000),
-        ),
-        grpo=GRPORecipe(
-            dataset=DatasetConfig(split="rl_train", limit=8),
-            optim=OptimConfig(epochs=1, learning_rate=1e-5, batch_size=8, logging_steps=1, save_steps=1000),
-            num_generations=4,
-            max_completion_length=24,
-        ),
-        eval=EvalSettings(limit=40, batch_size=40, max_new_tokens=32),
-        process=ProcessSettings(
-            k=2,
-            limit=12,
-            prm=PRMRecipe(
-                dataset=_prm_data(),
-                optim=OptimConfig(epochs=1, learning_rate=1e-3, batch_size=8, logging_steps=2, save_steps=1000),
-            ),
-            bon_n=4,
-            bon_limit=20,
-        ),
-    )
+#: the presets: one YAML file each, read by ``load_config`` over ``QuickstartConfig``'s defaults
+PRESET_DIR = SHIPPED / "quickstart"
 
 
-def default_preset() -> QuickstartConfig:
-    """The tuned default (see README "Results"): tiny base, then SFT, DPO and GRPO on arith-v1."""
-    return QuickstartConfig(
-        preset="default",
-        sft=SFTRecipe(
-            dataset=DatasetConfig(split="sft_train_3k"),
-            optim=OptimConfig(epochs=2, learning_rate=1e-3, batch_size=16, logging_steps=10, save_steps=100),
-        ),
-        dpo=DPORecipe(
-            dataset=DatasetConfig(split="preference_train"),
-            optim=OptimConfig(epochs=1, learning_rate=1e-4, batch_size=8, logging_steps=5, save_steps=50),
-        ),
-        grpo=GRPORecipe(
-            dataset=DatasetConfig(split="rl_train", limit=160),  # 80 steps of 2 prompts x 8 samples (~5 min)
-            optim=OptimConfig(epochs=1, learning_rate=2e-5, batch_size=16, logging_steps=5, save_steps=20),
-            num_generations=8,
-            max_completion_length=48,
-        ),
-    )
-
-
-def smollm2_preset() -> QuickstartConfig:
-    """The same stages on SmolLM2-135M-Instruct (LoRA, fewer problems; sized for ~40 min on 2 CPU cores).
-
-    Zero-shot the model writes no ``Answer:`` line (``eval.eval_base`` shows it), so what SFT teaches is plain.
-    """
-    lora = LoraSwitch(enabled=True, r=16, alpha=32, dropout=0.0)
-    return QuickstartConfig(
-        preset="smollm2",
-        base_model="smollm2-135m-instruct",
-        sft=SFTRecipe(
-            dataset=DatasetConfig(split="sft_train", limit=400),
-            optim=OptimConfig(epochs=1, learning_rate=1e-3, batch_size=8, logging_steps=5, save_steps=25),
-            lora=lora,
-        ),
-        dpo=DPORecipe(
-            dataset=DatasetConfig(split="preference_train", limit=96),
-            optim=OptimConfig(epochs=1, learning_rate=2e-4, batch_size=4, logging_steps=4, save_steps=12),
-            lora=lora,
-        ),
-        grpo=GRPORecipe(
-            dataset=DatasetConfig(split="rl_train", limit=40),
-            optim=OptimConfig(epochs=1, learning_rate=1e-4, batch_size=8, logging_steps=2, save_steps=5),
-            lora=lora,
-            num_generations=4,
-            max_completion_length=32,
-        ),
-        eval=EvalSettings(limit=100, batch_size=50, max_new_tokens=40, eval_base=True),
-        process=ProcessSettings(
-            k=2,
-            limit=40,
-            prm=PRMRecipe(
-                dataset=_prm_data(),
-                optim=OptimConfig(epochs=1, learning_rate=1e-4, batch_size=8, logging_steps=5, save_steps=100),
-            ),
-            bon_n=4,
-            bon_limit=50,
-        ),
-    )
-
-
-PRESETS = {"default": default_preset, "smoke": smoke_preset, "smollm2": smollm2_preset}
+def preset_names() -> list[str]:
+    return sorted(p.stem for p in PRESET_DIR.glob("*.yaml"))
 
 
 def quickstart_config(preset: str, overrides: list[str] | None = None) -> QuickstartConfig:
-    """A preset with ``key=value`` overrides applied (unknown keys are one-line errors)."""
+    """A preset (a name in ``configs/quickstart/`` or a YAML file of the user's) with ``key=value`` overrides
+    applied (unknown keys are one-line errors). ``preset`` is recorded as the file's name unless the file sets it."""
     from posttrainlab.config import load_config
     from posttrainlab.errors import BadInput
 
-    if preset not in PRESETS:
-        raise BadInput(f"unknown preset {preset!r}: choose one of {', '.join(PRESETS)}")
-    return load_config(QuickstartConfig, None, overrides, start=PRESETS[preset]())
+    if preset.endswith((".yaml", ".yml")):
+        path = Path(preset)
+    elif preset in preset_names():
+        path = PRESET_DIR / f"{preset}.yaml"
+    else:
+        raise BadInput(f"unknown preset {preset!r}: choose one of {', '.join(preset_names())}, or a YAML file")
+    return load_config(QuickstartConfig, path, overrides, start=QuickstartConfig(preset=path.stem))
+
+
+def place(cfg: QuickstartConfig, out: Path, base: str) -> None:
+    """Set what the quickstart decides itself: each stage's model, output_dir and dataset.path, inside ``out``."""
+    data = out / "data" / "arith-v1"
+    for name, recipe, start in (("sft", cfg.sft, base), ("dpo", cfg.dpo, out / "sft"), ("grpo", cfg.grpo, out / "sft")):
+        recipe.model, recipe.output_dir, recipe.dataset.path = str(start), str(out / name), str(data)
+    prm = cfg.process.prm
+    prm.model, prm.output_dir = str(out / "sft"), str(out / "prm")
+    prm.dataset.path = str(out / "arith-prm" / "step" / "train.jsonl")
+
+
+def resolved(cfg: QuickstartConfig, out: str | Path) -> QuickstartConfig:
+    """``cfg`` as ``run_quickstart(out, cfg)`` will run it (``--print-config``); nothing is read or written.
+
+    The base is the cached tiny base's path, or ``base_model`` as given (an import's folder is known once it ran).
+    """
+    from copy import deepcopy
+
+    from posttrainlab.train.pretrain import base_cache_path
+
+    cfg = deepcopy(cfg)
+    place(cfg, Path(out), str(base_cache_path(cfg.base)) if cfg.base_model is None else cfg.base_model)
+    return cfg
 
 
 class Run:
@@ -257,11 +189,9 @@ def run_quickstart(out: str | Path, cfg: QuickstartConfig, console=None) -> Path
     else:
         base = _real_base(run, cfg.base_model, console)
     _link_base(out, base)
+    place(cfg, out, str(base))  # run.json's "config" keeps the paths as configured (Run copied them)
 
-    def train(name: str, recipe, fn, start: str) -> None:
-        recipe.model = start
-        recipe.output_dir = str(out / name)
-        recipe.dataset.path = str(data)
+    def train(name: str, recipe, fn) -> None:
         run.stage(name, (out / name / SUMMARY).is_file(), lambda: fn(recipe), console)
 
     def evaluate(name: str, model: Path, ref: Path | None = None) -> None:
@@ -286,13 +216,13 @@ def run_quickstart(out: str | Path, cfg: QuickstartConfig, console=None) -> Path
 
     if cfg.eval.eval_base:
         evaluate("base", base)
-    train("sft", cfg.sft, train_sft, str(base))
+    train("sft", cfg.sft, train_sft)
     evaluate("sft", out / "sft")
     if "dpo" in cfg.methods:
-        train("dpo", cfg.dpo, train_dpo, str(out / "sft"))
+        train("dpo", cfg.dpo, train_dpo)
         evaluate("dpo", out / "dpo", ref=out / "sft")
     if "grpo" in cfg.methods:
-        train("grpo", cfg.grpo, train_grpo, str(out / "sft"))
+        train("grpo", cfg.grpo, train_grpo)
         evaluate("grpo", out / "grpo")
     if cfg.process.enabled:
         _process_stages(run, cfg.process, out, data, console)
@@ -313,9 +243,6 @@ def _process_stages(run: Run, p: ProcessSettings, out: Path, data: Path, console
         lambda: build(policy, data, prm_data, k=p.k, limit=p.limit, temperature=p.temperature),
         console,
     )
-    p.prm.model = str(policy)
-    p.prm.output_dir = str(prm_dir)
-    p.prm.dataset.path = str(prm_data / "step" / "train.jsonl")
     run.stage("prm", (prm_dir / "prm_config.json").is_file(), lambda: train_prm(p.prm), console)
     target = out / "prm-eval"
     run.stage(

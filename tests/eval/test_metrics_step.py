@@ -13,7 +13,6 @@ from posttrainlab.eval.step_metrics import (
     first_error_f1,
     first_error_f1_at,
     first_error_from_labels,
-    first_error_index,
     flatten_steps,
     per_position_rates,
     predict_labels,
@@ -23,6 +22,7 @@ from posttrainlab.eval.step_metrics import (
     step_confusion,
     sweep_first_error_f1,
 )
+from posttrainlab.eval.step_metrics import predicted_first_error as first_error_index
 
 # Five solutions shared by several tests. Gold first errors: A 1, B 0, C 2, D -1, E -1.
 LABELS = [[1, 0, 0], [0, 0], [1, 1, 0], [1, 1], [1, 1, 1]]

@@ -23,7 +23,7 @@ def echo(body, k):
 
 
 def backend(url: str, **kw) -> OpenAIBackend:
-    return OpenAIBackend(url, "policy", sleep=lambda s: None, **kw)
+    return OpenAIBackend(url, "policy", **kw)
 
 
 def test_chat_and_completions_with_n():

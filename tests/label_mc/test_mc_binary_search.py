@@ -11,7 +11,7 @@ from posttrainlab.data.formats.mc_value import validate_mc
 from posttrainlab.data.formats.readers import iter_rows
 from posttrainlab.errors import BadInput
 from posttrainlab.label.mc import FirstZeroSearch, MCConfig, OutputConfig, load_problems, run_mc
-from posttrainlab.train.prm_data import read_items
+from posttrainlab.train.prm_examples import read_items
 from posttrainlab.train.prm_losses import IGNORE
 from posttrainlab.train.prm_recipe import PRMDataConfig
 

@@ -11,7 +11,7 @@ from label_mc.fake_endpoint import FakeEndpoint
 from posttrainlab.cli import main
 from posttrainlab.data.formats.mc_value import validate_mc
 from posttrainlab.data.formats.readers import iter_rows
-from posttrainlab.label.mc_scripted import ScriptedArithPolicy
+from posttrainlab.label.mc.scripted import ScriptedArithPolicy
 from tiny_models import SMALL
 
 

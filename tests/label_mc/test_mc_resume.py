@@ -9,7 +9,7 @@ from mc_fakes import Killing
 
 from posttrainlab.errors import BadInput
 from posttrainlab.label.mc import MCConfig, OutputConfig, load_problems, run_mc
-from posttrainlab.label.mc_scripted import ScriptedArithPolicy
+from posttrainlab.label.mc.scripted import ScriptedArithPolicy
 
 CONFIG = MCConfig(n=4, samples_per_problem=2)
 OUTPUT = OutputConfig(val_problems=2, keep_band=(0.1, 0.9))

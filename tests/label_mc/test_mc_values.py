@@ -22,8 +22,8 @@ from posttrainlab.label.mc import (
     simulate_binary,
     validation_ids,
 )
-from posttrainlab.label.mc_agreement import agreement, cohen_kappa, score
-from posttrainlab.label.mc_scripted import ScriptedArithPolicy
+from posttrainlab.label.mc.agreement import agreement, cohen_kappa, score
+from posttrainlab.label.mc.scripted import ScriptedArithPolicy
 
 Q = "What is 437 + 309 - 125?"
 RIGHT = ["437 + 309 = 746", "746 - 125 = 621", "Answer: 621"]
@@ -216,7 +216,7 @@ class YesNoJudge:
 
 
 def test_judge_relabel_replaces_grades_and_keeps_the_raw_ones(tmp_path, traces_file):
-    from posttrainlab.label.mc_judge import Relabeler
+    from posttrainlab.label.mc.judge import Relabeler
 
     table = dict(TABLE)
     table["437 + 309 = 746\n"] = ["So the result is 621.", "weird", "Answer: 621", "Answer: 5"]

@@ -10,7 +10,7 @@ import pytest
 from posttrainlab.errors import BadInput
 from posttrainlab.models.prm import PRMSpec, encode_solution, format_solution
 from posttrainlab.models.tokenizer import build_tokenizer
-from posttrainlab.train.prm_data import make_examples, read_items
+from posttrainlab.train.prm_examples import make_examples, read_items
 from posttrainlab.train.prm_losses import IGNORE
 from posttrainlab.train.prm_recipe import PRMDataConfig
 

@@ -15,7 +15,7 @@ import torch
 from posttrainlab.errors import BadInput
 from posttrainlab.models.prm import load_for_training, make_head
 from posttrainlab.train.prm import batch_loss, collate
-from posttrainlab.train.prm_data import make_examples, read_items
+from posttrainlab.train.prm_examples import make_examples, read_items
 from posttrainlab.train.prm_losses import IGNORE
 from posttrainlab.train.prm_recipe import PRMDataConfig
 

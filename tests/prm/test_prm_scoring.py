@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from posttrainlab.errors import BadInput
-from posttrainlab.models.prm import PRMSpec, write_spec
+from posttrainlab.models.prm_spec import PRMSpec, write_spec
 from posttrainlab.models.tokenizer import build_tokenizer
 from posttrainlab.prm import PRM
 

@@ -26,8 +26,9 @@ def _train(capsys, config: str, smollm2: Path, out: Path, *extra: str) -> Path:
 def test_separator_is_one_new_special_token_and_labels_sit_on_it(smollm2):
     from transformers import AutoTokenizer
 
+    from posttrainlab.data.formats.step import StepRow as Solution
     from posttrainlab.models.prm import encode_solution, load_for_training
-    from posttrainlab.train.prm_data import Solution, make_example
+    from posttrainlab.train.prm_examples import make_example
 
     before = AutoTokenizer.from_pretrained(smollm2)
     assert "<extra_0>" not in before.get_vocab()

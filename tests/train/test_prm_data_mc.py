@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from posttrainlab.errors import BadInput
-from posttrainlab.train.prm_data import read_items
+from posttrainlab.train.prm_examples import read_items
 from posttrainlab.train.prm_losses import IGNORE
 from posttrainlab.train.prm_recipe import PRMDataConfig
 

@@ -1,4 +1,5 @@
-"""SFT, DPO and GRPO on TRL: each trains a few steps, changes the weights, logs finite losses, resumes."""
+"""SFT, DPO and GRPO on TRL: each trains a few steps, changes the weights, logs finite losses, resumes; every trainer
+(the PRM's too) runs data-parallel in two CPU processes and takes TRL's own arguments through ``trainer_args``."""
 
 from __future__ import annotations
 
@@ -150,10 +151,15 @@ def test_killed_run_resumes_from_its_last_checkpoint(arith_dir, tiny_model, tmp_
     assert steps[-1] == 40 and steps[0] < int(summary["resumed_from"].rsplit("-", 1)[1]) + 1
 
 
+#: the shipped accelerate config of the tested data-parallel run: two CPU processes (configs/accelerate/). Not
+#: `accelerate launch --cpu --num_processes 2`: without an mpirun hostfile that starts one process
+DDP_CPU = ROOT / "configs/accelerate/ddp_cpu.yaml"
+
+
 def test_two_cpu_processes_with_accelerate(arith_dir, tiny_model, tmp_path):
     out = tmp_path / "sft-ddp"
-    cmd = ["accelerate", "launch", "--cpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
-           "--dynamo_backend", "no", "-m", "posttrainlab", *_sft_cmd(tiny_model, arith_dir, out, 2)[3:]]  # fmt: skip
+    cmd = ["accelerate", "launch", "--config_file", str(DDP_CPU), "-m", "posttrainlab",
+           *_sft_cmd(tiny_model, arith_dir, out, 2)[3:]]  # fmt: skip
     cmd[0] = str(Path(sys.executable).with_name("accelerate"))
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
@@ -161,6 +167,82 @@ def test_two_cpu_processes_with_accelerate(arith_dir, tiny_model, tmp_path):
     summary = json.loads((out / "train_summary.json").read_text())
     assert summary["global_step"] == 2
     assert changed(weights(tiny_model), weights(out)) > 0
+
+
+#: each trainer's 2-step data-parallel run: its config, its data (None: the arith-v1 build) and what makes it tiny
+DDP_RUNS = {
+    "dpo": ("configs/arith/dpo.yaml", None, ["dataset.limit=8", "optim.learning_rate=0.01"]),
+    "grpo": ("configs/arith/grpo.yaml", None, ["dataset.limit=4", "num_generations=2", "max_completion_length=8"]),
+    "prm": ("configs/prm/step.yaml", ROOT / "tests/assets/formats/span_good_step.jsonl", ["optim.learning_rate=0.01"]),
+}
+
+
+@pytest.mark.parametrize("method", list(DDP_RUNS))
+def test_every_trainer_runs_in_two_cpu_processes_with_the_shipped_accelerate_config(
+    method, arith_dir, tiny_model, tmp_path
+):
+    """The SFT test's pattern for DPO, GRPO and the PRM trainer: both processes finish (each prints its line) and
+    the run trains its steps; a global batch of 2 processes x 2 records."""
+    out = tmp_path / f"{method}-ddp"
+    config, data, extra = DDP_RUNS[method]
+    accelerate = str(Path(sys.executable).with_name("accelerate"))
+    cmd = [accelerate, "launch", "--config_file", str(DDP_CPU), "-m", "posttrainlab", "train", method,
+           "--config", str(ROOT / config), f"model={tiny_model}", f"output_dir={out}",
+           f"dataset.path={data or arith_dir}", "optim.max_steps=2", "optim.batch_size=2", "optim.logging_steps=1",
+           *extra]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.count(f"{method}: model saved to") == 2, r.stdout[-2000:]
+    summary = json.loads((out / "train_summary.json").read_text())
+    assert summary["global_step"] == 2
+    finite_log(out, "loss")
+
+
+@pytest.mark.parametrize("method", ["sft", "dpo", "grpo", "prm"])
+@pytest.mark.parametrize(
+    "arg, message",
+    [
+        ("trainer_args.no_such_arg=1", "trainer_args.no_such_arg: not an argument of "),
+        ("trainer_args.learning_rate=0.5", "trainer_args.learning_rate: a recipe field sets it (now 0.5;"),
+    ],
+)
+def test_a_bad_trainer_arg_is_one_line_before_any_data_or_model_loads(tmp_path, capsys, method, arg, message):
+    """Neither the model nor the data named here exists: the trainer_args check comes first."""
+    from cli_capture import cli
+
+    config = "configs/prm/step.yaml" if method == "prm" else f"configs/arith/{method}.yaml"
+    out = tmp_path / "run"
+    missing = [f"model={tmp_path / 'no-model'}", f"dataset.path={tmp_path / 'no-data'}", f"output_dir={out}"]
+    code, _, err = cli(capsys, "train", method, "--config", str(ROOT / config), *missing, "optim.learning_rate=.5", arg)
+    assert code == 2 and message in err and err.count("\n") == 1, err
+    assert not out.exists()
+
+
+def test_trainer_args_reach_the_trl_config_and_replace_the_defaults(arith_dir, tiny_model):
+    from posttrainlab.train.sft import build_trainer
+
+    base = [f"model={tiny_model}", f"dataset.path={arith_dir}", "dataset.limit=4"]
+    trainer, _ = build_trainer(load_config(SFTRecipe, None, base))
+    assert trainer.args.report_to == ["tensorboard"] and trainer.args.completion_only_loss is True
+    assert not trainer.args.dataloader_drop_last
+    extra = ["trainer_args.report_to=none", "trainer_args.dataloader_drop_last=true"]
+    trainer, _ = build_trainer(load_config(SFTRecipe, None, [*base, *extra, "trainer_args.completion_only_loss=false"]))
+    assert trainer.args.report_to == [] and trainer.args.dataloader_drop_last is True
+    assert trainer.args.completion_only_loss is False  # a fixed value no recipe field sets: replaceable too
+
+
+def test_trainer_args_reach_the_prm_training_arguments(tiny_model, tmp_path):
+    from posttrainlab.train.prm import build_trainer
+    from posttrainlab.train.prm_recipe import PRMRecipe
+
+    rows = ROOT / "tests/assets/formats/span_good_step.jsonl"
+    extra = ["trainer_args.report_to=[]", "trainer_args.logging_first_step=true"]
+    overrides = [f"model={tiny_model}", f"output_dir={tmp_path / 'prm'}", f"dataset.path={rows}", *extra]
+    recipe = load_config(PRMRecipe, ROOT / "configs/prm/step.yaml", overrides)
+    trainer, _, _ = build_trainer(recipe)
+    assert trainer.args.report_to == [] and trainer.args.logging_first_step is True
+    assert trainer.args.label_names == ["labels"]
 
 
 def test_missing_model_folder_is_one_line_exit_2(arith_dir, tmp_path):

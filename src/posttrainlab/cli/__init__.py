@@ -1,4 +1,4 @@
-"""The ``posttrain`` command: one thin function per verb (DESIGN.md "CLI contract").
+"""The ``posttrain`` command: one thin function per verb (docs/design.md "CLI contract").
 
 Each verb parses its flags, builds a config and calls the library; heavy libraries (torch,
 transformers, TRL) are imported only inside the verbs that need them, so ``posttrain --help`` and

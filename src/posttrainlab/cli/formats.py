@@ -27,7 +27,8 @@ from posttrainlab.errors import BadInput
 
 
 class FormatName(str, Enum):
-    """The formats ``validate`` and ``stats`` know (``posttrainlab.data.formats.FORMATS``)."""
+    """The formats ``validate`` and ``stats`` know: ``posttrainlab.data.formats.FORMATS``, spelled out so that
+    ``posttrain --help`` need not import the format modules (tests/data/formats/test_fmt_cli.py holds them equal)."""
 
     step = "step"
     span = "span"
@@ -67,7 +68,7 @@ Source = Annotated[
     str,
     typer.Argument(metavar="FILE", help="A .jsonl, .json or .parquet file, or hf://owner/name/CONFIG:SPLIT."),
 ]
-Format = Annotated[FormatName, typer.Option("--format", help="The format of FILE.")]
+FormatOption = Annotated[FormatName, typer.Option("--format", help="The format of FILE.")]
 
 
 def _convert(source: str, out: Path, convert: Callable[[Iterable[dict]], Iterable[dict]]) -> None:
@@ -182,7 +183,7 @@ def convert_mc_value(
 
 def validate(
     source: Source,
-    fmt: Format,
+    fmt: FormatOption,
     disjoint: Annotated[
         list[str] | None,
         typer.Option("--disjoint", metavar="OTHER", help="mc-value: another split that must share no id with FILE."),
@@ -236,7 +237,7 @@ def _shared_ids(source: str, others: list[str]) -> dict[str, list[str]]:
 
 def stats(
     source: Source,
-    fmt: Format,
+    fmt: FormatOption,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")] = False,
 ) -> None:
     """Rows, steps per solution, share with an error, first-error position; the value table for mc-value."""

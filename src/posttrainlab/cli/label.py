@@ -2,10 +2,14 @@
 
     posttrain label mc --policy runs/quickstart/sft --data data/arith-v1:rl_train --n 8 --out runs/mc --limit 200
     posttrain label mc --policy M --backend openai --base-url http://127.0.0.1:8000/v1 --data F --n 16 --out D
+    posttrain label mc --config configs/label/mc.yaml policy=M data=F out=D n=16 search=binary
+    posttrain label mc --config configs/label/mc.yaml --print-config         # the resolved settings, as YAML
     posttrain label mc-agreement runs/mc --n 4 --n 8 --n 16
 
-Thin verbs: parse flags, build the backend (``generation.factory.make_backend``), call ``label.mc``,
-print the value table. torch is imported only inside the verb (``posttrain --help`` stays fast).
+Thin verbs: build the settings (``label.mc.config.MCRunConfig``) from ``--config FILE.yaml``, ``key=value``
+and the old flags (``cli.settings``: ``--some-flag VALUE`` is ``some_flag=VALUE``; the field help text lives
+on the dataclass and ``--help`` lists it), build the backend (``generation.factory.make_backend``), call
+``label.mc``, print the value table. torch is imported only inside the verb (``posttrain --help`` stays fast).
 """
 
 from __future__ import annotations
@@ -13,6 +17,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+
+from posttrainlab.cli.settings import flag_overrides, hide_secrets, settings_help
+from posttrainlab.label.mc.config import MCRunConfig
 
 label_app = typer.Typer(
     help="Label reasoning prefixes: Monte-Carlo values (mc) and their agreement with exact labels.",
@@ -35,124 +42,76 @@ def _print_table(stats: dict, title: str) -> None:
     Console().print(table)
 
 
-@label_app.command("mc")
-def mc(
-    policy: str = typer.Option(
-        ..., "--policy", help="Policy: a model folder or Hub id (served model name for openai)."
-    ),
-    data: str = typer.Option(
-        ..., "--data", help="Problems (DIR:SPLIT, a .jsonl/.parquet file, hf://...) or a step-level trace file."
-    ),
-    n: int = typer.Option(..., "--n", help="Continuations per prefix (V = correct / n)."),
-    out: Path = typer.Option(..., "--out", help="Output folder (train/val parquet + jsonl, summary.json, work/)."),
-    split: str | None = typer.Option(None, "--split", help="Split of a dataset folder (default: rl_train)."),
-    limit: int | None = typer.Option(None, "--limit", help="Label the first N problems."),
-    samples_per_problem: int = typer.Option(1, "--samples-per-problem", help="Base traces sampled per problem."),
-    temperature: float = typer.Option(1.0, "--temperature", help="Sampling temperature (0 is greedy)."),
-    top_p: float = typer.Option(1.0, "--top-p", help="Nucleus sampling threshold."),
-    max_new_tokens: int = typer.Option(64, "--max-new-tokens", help="Longest continuation, in tokens."),
-    seed: int = typer.Option(0, "--seed", help="Run seed (each request's seed derives from it and the problem id)."),
-    search: str = typer.Option("full", "--search", help="full: roll out every prefix; binary: OmegaPRM bisection."),
-    grader: str = typer.Option(
-        "arith",
-        "--grader",
-        help="arith (Answer: <int>) or math[:KEY=VALUE,...] (math-verify; settings in docs/arith-v1.md).",
-    ),
-    step_split: str = typer.Option("lines", "--step-split", help="lines or paragraphs (blank-line separated)."),
-    stop: list[str] = typer.Option(None, "--stop", help="Stop string for continuations (repeatable)."),
-    backend: str = typer.Option("transformers", "--backend", help="transformers, vllm or openai."),
-    base_url: str | None = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint (--backend openai)."),
-    api_key: str | None = typer.Option(None, "--api-key", help="Endpoint key (default $OPENAI_API_KEY)."),
-    batch_size: int = typer.Option(32, "--batch-size", help="Prefixes per prefill / concurrent requests."),
-    problems_per_call: int | None = typer.Option(
-        None, "--problems-per-call", help="Problems sharing a backend call (default 1 for transformers, else 8)."
-    ),
-    judge_model: str | None = typer.Option(None, "--judge-model", help="LLM-judge relabel pass: served model name."),
-    judge_url: str | None = typer.Option(None, "--judge-url", help="LLM-judge endpoint (OpenAI-compatible)."),
-    judge_relabel: str = typer.Option("all", "--judge-relabel", help="all, or unparsed (only ungradable answers)."),
-    val_problems: int = typer.Option(128, "--val-problems", help="Problems held out by id for val (card: 128)."),
-    keep_band: tuple[float, float] | None = typer.Option(
-        None, "--keep-band", help="Also write rows with LO <= V <= HI (e.g. 0.1 0.9) to band-LO-HI/."
-    ),
-    mid_difficulty: tuple[float, float] | None = typer.Option(
-        None, "--mid-difficulty", help="Also write problems with solve rate in [LO, HI] to mid-LO-HI/."
-    ),
-    source: str = typer.Option("arith-v1", "--source", help="The rows' source column."),
-    text_columns: bool = typer.Option(
-        True,
-        "--text-columns/--card-columns-only",
-        help="Also write question and steps (grouped PRM training reads them); or the card's columns + value_source.",
-    ),
-    shard: str | None = typer.Option(None, "--shard", help="I/K: label the problems whose id hashes to I mod K."),
-    keep_continuations: bool = typer.Option(False, "--keep-continuations", help="Keep continuation texts in work/."),
-    exact_check: bool = typer.Option(
-        False, "--exact-check", help="Also write agreement.json: MC labels against exact arith-v1 step labels."
-    ),
-    trust_remote_code: bool = typer.Option(False, "--trust-remote-code", help="Run the model repo's own code."),
-    dtype: str = typer.Option("float32", "--dtype", help="float32, bfloat16, float16 or auto."),
-    threads: int | None = typer.Option(None, "--threads", help="torch CPU threads."),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
-) -> None:
-    """Label every prefix of base traces with V = share of correct continuations; write Polaris-MC rows."""
-    from posttrainlab.errors import BadInput
-    from posttrainlab.generation.factory import make_backend
-    from posttrainlab.label.mc import MCConfig, OutputConfig, load_problems, parse_shard, run_mc
+MC_HELP = (
+    "Label every prefix of base traces with V = share of correct continuations; write Polaris-MC rows.\n\n"
+    "Settings come from their defaults, then --config FILE.yaml (configs/label/mc.yaml lists every key with its "
+    "default), then the command line in order: key=VALUE, or a flag as always (--some-flag VALUE is "
+    "some_flag=VALUE; --flag / --no-flag for true / false). --print-config shows the result. The settings:\n\n"
+    + settings_help(MCRunConfig)
+)
 
-    config = MCConfig(
-        n=n,
-        samples_per_problem=samples_per_problem,
-        temperature=temperature,
-        top_p=top_p,
-        max_new_tokens=max_new_tokens,
-        seed=seed,
-        search=search,
-        grader=grader,
-        step_split=step_split,
-        stop=tuple(stop or ()),
-    )
-    output = OutputConfig(
-        val_problems=val_problems,
-        keep_band=keep_band,
-        mid_difficulty=mid_difficulty,
-        source=source,
-        text_columns=text_columns,
-    )
-    config.check()
-    output.check()
-    shard_ik = parse_shard(shard)
-    if (judge_model is None) != (judge_url is None):
-        raise BadInput("the judge relabel pass needs both --judge-model and --judge-url")
-    if threads is not None:
-        if threads < 1:
-            raise BadInput(f"--threads {threads}: must be at least 1")
+
+@label_app.command("mc", help=MC_HELP, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def mc(
+    config: Path | None = typer.Option(None, "--config", help="Settings YAML (configs/label/mc.yaml)."),
+    print_config: bool = typer.Option(
+        False, "--print-config", help="Print the resolved settings as YAML and exit (an api_key shows as ***)."
+    ),
+    settings: list[str] = typer.Argument(
+        None, metavar="KEY=VALUE|--FLAG VALUE", help="Settings in order (listed above).", show_default=False
+    ),
+) -> None:
+    from posttrainlab.config import load_config, to_yaml
+
+    cfg = load_config(MCRunConfig, config, flag_overrides(MCRunConfig, settings or [], command="posttrain label mc"))
+    if print_config:
+        typer.echo(to_yaml(hide_secrets(cfg)), nl=False)
+        return
+    _label(cfg)
+
+
+def _label(cfg: MCRunConfig) -> None:
+    """Build the policy (and judge) backends, label, print the value table (and agreement with --exact-check)."""
+    from posttrainlab.generation.factory import make_backend
+    from posttrainlab.label.mc import load_problems, parse_shard, run_mc
+
+    cfg.check_paths()
+    cfg.check()
+    shard = parse_shard(cfg.shard)
+    if cfg.threads is not None:
         import torch
 
-        torch.set_num_threads(threads)
-    problems = load_problems(data, split=split, limit=limit, grader=grader, step_split=step_split)
+        torch.set_num_threads(cfg.threads)
+    problems = load_problems(cfg.data, split=cfg.split, limit=cfg.limit, grader=cfg.grader, step_split=cfg.step_split)
     relabeler = None
-    if judge_model is not None:
-        from posttrainlab.label.mc_judge import Relabeler
+    if cfg.judge_model is not None:
+        from posttrainlab.label.mc.judge import Relabeler
 
-        judge = make_backend(judge_model, backend="openai", base_url=judge_url, api_key=api_key, batch_size=batch_size)
-        relabeler = Relabeler(judge, mode=judge_relabel, seed=seed)
-    extra = (
-        {"progress": False, "trust_remote_code": trust_remote_code, "dtype": dtype} if backend == "transformers" else {}
+        judge = make_backend(
+            cfg.judge_model, backend="openai", base_url=cfg.judge_url, api_key=cfg.api_key, batch_size=cfg.batch_size
+        )
+        relabeler = Relabeler(judge, mode=cfg.judge_relabel, seed=cfg.seed)
+    extra: dict = {}
+    if cfg.backend == "transformers":
+        extra = {"progress": False, "trust_remote_code": cfg.trust_remote_code, "dtype": cfg.dtype}
+    elif cfg.backend == "vllm":
+        extra = {"trust_remote_code": cfg.trust_remote_code, "dtype": "auto" if cfg.dtype == "float32" else cfg.dtype}
+    sampler = make_backend(
+        cfg.policy, backend=cfg.backend, base_url=cfg.base_url, api_key=cfg.api_key, batch_size=cfg.batch_size, **extra
     )
-    if backend == "vllm":
-        extra = {"trust_remote_code": trust_remote_code, "dtype": "auto" if dtype == "float32" else dtype}
-    sampler = make_backend(policy, backend=backend, base_url=base_url, api_key=api_key, batch_size=batch_size, **extra)
+    out = Path(cfg.out)
     summary = run_mc(
         problems,
         sampler,
         out,
-        config=config,
-        output=output,
+        config=cfg.labelling(),
+        output=cfg.output(),
         relabeler=relabeler,
-        shard=shard_ik,
-        problems_per_call=problems_per_call or (1 if backend == "transformers" else 8),
-        keep_continuations=keep_continuations,
-        run_info={"policy": policy, "backend": backend},
-        progress=progress,
+        shard=shard,
+        problems_per_call=cfg.problems_per_call or (1 if cfg.backend == "transformers" else 8),
+        keep_continuations=cfg.keep_continuations,
+        run_info={"policy": cfg.policy, "backend": cfg.backend},
+        progress=cfg.progress,
     )
     s = summary["session"]
     typer.echo(
@@ -160,18 +119,19 @@ def mc(
     )
     if not summary["finished"]:
         typer.echo(
-            f"shard {shard}: done; {summary['missing']} problems of other shards are not labelled yet. "
+            f"shard {cfg.shard}: done; {summary['missing']} problems of other shards are not labelled yet. "
             "Run the other shards, then once more without --shard to write the outputs."
         )
         return
-    _print_table(summary["value_table"], f"MC values ({summary['problems']} problems, n={n}, {search} search)")
+    title = f"MC values ({summary['problems']} problems, n={cfg.n}, {cfg.search} search)"
+    _print_table(summary["value_table"], title)
     typer.echo(f"wrote {', '.join(summary['files'])}, value_table.md and summary.json in {out}")
-    if exact_check:
+    if cfg.exact_check:
         _agreement(out, None)
 
 
 def _agreement(out: Path, ns: list[int] | None) -> None:
-    from posttrainlab.label.mc_agreement import agreement_markdown, write_agreement
+    from posttrainlab.label.mc.agreement import agreement_markdown, write_agreement
 
     result = write_agreement(out, ns)
     typer.echo(agreement_markdown(result))

@@ -9,16 +9,28 @@ import typer
 
 def quickstart(
     out: Path = typer.Option(Path("runs/quickstart"), help="Run folder (stages already done there are reused)."),
-    preset: str = typer.Option("default", help="default (tuned, ~35 min first run on 2 cores) or smoke (~3 min)."),
+    preset: str = typer.Option(
+        "default",
+        help="default (tuned, ~35 min first run on 2 cores), smoke (~3 min), smollm2 (the real model, ~40 min): "
+        "configs/quickstart/NAME.yaml; or a preset YAML file of your own.",
+    ),
+    print_config: bool = typer.Option(
+        False, "--print-config", help="Print the resolved config as YAML and exit (nothing is run or written)."
+    ),
     overrides: list[str] = typer.Argument(None, help="key=value overrides, e.g. sft.optim.epochs=1."),
 ) -> None:
     """prepare arith-v1 → pretrain the tiny base (cached) → SFT → eval → DPO, GRPO → eval → report."""
     from rich.console import Console
 
-    from posttrainlab.quickstart import quickstart_config, run_quickstart
+    from posttrainlab.quickstart import quickstart_config, resolved, run_quickstart
 
-    console = Console()
     cfg = quickstart_config(preset, overrides)
+    if print_config:
+        from posttrainlab.config import to_yaml
+
+        typer.echo(to_yaml(resolved(cfg, out)), nl=False)
+        return
+    console = Console()
     html = run_quickstart(out, cfg, console)
     md = html.with_suffix(".md")
     console.print(_section(md.read_text(encoding="utf-8"), "## Overall accuracy") if md.is_file() else "")

@@ -1,9 +1,10 @@
-"""``posttrain train {sft,dpo,grpo,prm} --config FILE.yaml [--resume | --overwrite] [key=value ...]``.
+"""``posttrain train {sft,dpo,grpo,prm} --config FILE.yaml [--resume | --overwrite] [--print-config] [key=value ...]``.
 
 A run whose output_dir holds an earlier run resumes from its last checkpoint and says so in one line. When the
 earlier run's ``recipe.yaml`` differs in more than its length (``optim.max_steps``, ``optim.epochs``; see
 ``train.common.RESUMABLE``), the run is refused unless ``--resume`` (continue with the new recipe) or
-``--overwrite`` (start afresh) says which is meant (docs/policy-lab.md, "Run folders").
+``--overwrite`` (start afresh) says which is meant (docs/policy-lab.md, "Run folders"). ``--print-config``
+prints the recipe as it would run (YAML, then ``key=value`` overrides) and exits.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ train_app = typer.Typer(
     help="Post-train a policy with SFT, DPO or GRPO (on TRL), or train a process reward model.", no_args_is_help=True
 )
 
-CONFIG = typer.Option(..., "--config", help="Recipe YAML (configs/arith/*.yaml).")
+CONFIG = typer.Option(
+    ..., "--config", help="Recipe YAML (configs/arith/*.yaml, configs/prm/*.yaml: shipped with the package)."
+)
 OVERRIDES = typer.Argument(None, help="key=value overrides, e.g. optim.epochs=2 dataset.limit=1000.")
 RESUME = typer.Option(
     False,
@@ -40,47 +43,60 @@ def existing(resume: bool, overwrite: bool) -> str:
     return "resume" if resume else "overwrite" if overwrite else "check"
 
 
-def _run(method: str, config: Path, overrides: list[str] | None, resume: bool, overwrite: bool) -> None:
-    from posttrainlab.config import load_config
-    from posttrainlab.train.recipes import RECIPES
+PRINT = typer.Option(
+    False, "--print-config", help="Print the resolved recipe as YAML and exit (nothing is loaded or written)."
+)
+
+
+def _run(method: str, config: Path, overrides: list[str] | None, resume: bool, overwrite: bool, show: bool) -> None:
+    from posttrainlab.config import load_config, to_yaml
 
     how = existing(resume, overwrite)
-    recipe = load_config(RECIPES[method], config, overrides)
+    if method == "prm":
+        from posttrainlab.train.prm_recipe import PRMRecipe as recipe_class
+    else:
+        from posttrainlab.train.recipes import RECIPES
+
+        recipe_class = RECIPES[method]
+    recipe = load_config(recipe_class, config, overrides)
+    if show:
+        typer.echo(to_yaml(recipe), nl=False)
+        return
     if method == "sft":
         from posttrainlab.train.sft import train_sft as train
     elif method == "dpo":
         from posttrainlab.train.dpo import train_dpo as train
-    else:
+    elif method == "grpo":
         from posttrainlab.train.grpo import train_grpo as train
+    else:
+        from posttrainlab.train.prm import train_prm as train
     out = train(recipe, existing=how)  # writes recipe.yaml into output_dir once data and model check out
     typer.echo(f"{method}: model saved to {out}")
 
 
 @train_app.command("sft")
-def sft(config: Path = CONFIG, overrides: list[str] = OVERRIDES, resume: bool = RESUME, overwrite: bool = OVERWRITE):
+def sft(config: Path = CONFIG, overrides: list[str] = OVERRIDES, resume: bool = RESUME, overwrite: bool = OVERWRITE,
+        print_config: bool = PRINT):  # fmt: skip
     """Supervised fine-tuning, loss on the completion only."""
-    _run("sft", config, overrides, resume, overwrite)
+    _run("sft", config, overrides, resume, overwrite, print_config)
 
 
 @train_app.command("dpo")
-def dpo(config: Path = CONFIG, overrides: list[str] = OVERRIDES, resume: bool = RESUME, overwrite: bool = OVERWRITE):
+def dpo(config: Path = CONFIG, overrides: list[str] = OVERRIDES, resume: bool = RESUME, overwrite: bool = OVERWRITE,
+        print_config: bool = PRINT):  # fmt: skip
     """Direct preference optimisation against a frozen reference."""
-    _run("dpo", config, overrides, resume, overwrite)
+    _run("dpo", config, overrides, resume, overwrite, print_config)
 
 
 @train_app.command("grpo")
-def grpo(config: Path = CONFIG, overrides: list[str] = OVERRIDES, resume: bool = RESUME, overwrite: bool = OVERWRITE):
+def grpo(config: Path = CONFIG, overrides: list[str] = OVERRIDES, resume: bool = RESUME, overwrite: bool = OVERWRITE,
+         print_config: bool = PRINT):  # fmt: skip
     """GRPO with arith-grader rewards (correctness + weighted format)."""
-    _run("grpo", config, overrides, resume, overwrite)
+    _run("grpo", config, overrides, resume, overwrite, print_config)
 
 
 @train_app.command("prm")
-def prm(config: Path = CONFIG, overrides: list[str] = OVERRIDES, resume: bool = RESUME, overwrite: bool = OVERWRITE):
+def prm(config: Path = CONFIG, overrides: list[str] = OVERRIDES, resume: bool = RESUME, overwrite: bool = OVERWRITE,
+        print_config: bool = PRINT):  # fmt: skip
     """Process reward model on transformers.Trainer (configs/prm/*.yaml; docs/prm.md)."""
-    from posttrainlab.config import load_config
-    from posttrainlab.train.prm import train_prm
-    from posttrainlab.train.prm_recipe import PRMRecipe
-
-    how = existing(resume, overwrite)
-    out = train_prm(load_config(PRMRecipe, config, overrides), existing=how)
-    typer.echo(f"prm: model saved to {out}")
+    _run("prm", config, overrides, resume, overwrite, print_config)

@@ -1,6 +1,6 @@
 """Write files and folders so that a failed run never leaves a half-written output in place.
 
-DESIGN.md "Reliability conventions": write to a temporary name beside the target, then rename into
+docs/design.md "Reliability conventions": write to a temporary name beside the target, then rename into
 place. ``os.replace`` is atomic for files on one filesystem; a folder is swapped in two renames with
 the old one kept until the new one is in place.
 

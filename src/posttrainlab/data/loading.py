@@ -9,6 +9,10 @@ A data path is one of:
   huggingface_hub, then treated as a local folder (offline it fails at once, see ``hub``);
 - any other ``.jsonl`` file: read as it is (no manifest, nothing to verify).
 
+This is the one resolver of data paths: the verbs that read rows of any format (``posttrain
+generate``, ``eval prm``, ``label mc``) ask :func:`row_source` where their rows are, the verbs that read
+one split ask :func:`split_file`, and :func:`dataset_folder` names the dataset a path belongs to.
+
 Every read of a manifest-backed file re-hashes it first and refuses a mismatch (``BadInput``
 naming the file, expected and found hash), as the arith-v1 card requires of every loader.
 """
@@ -73,12 +77,19 @@ def resolve(ref: DataRef) -> Path:
     return path
 
 
-def _manifest_root(file: Path) -> Path | None:
-    """The folder whose manifest.json lists ``file`` (searched two levels up), if any."""
-    for parent in list(file.resolve().parents)[:2]:
-        if has_manifest(parent):
-            return parent
+def manifest_root(path: Path) -> Path | None:
+    """The dataset folder ``path`` is or lies in: itself when a folder with ``manifest.json``, else the
+    nearest of its two parents that has one; ``None`` outside any dataset."""
+    candidates = [path] if path.is_dir() else []
+    for folder in [*candidates, *list(path.resolve().parents)[:2]]:
+        if has_manifest(folder):
+            return folder
     return None
+
+
+def _listed(root: Path, file: Path) -> bool:
+    """Whether the manifest of ``root`` lists ``file``."""
+    return file.resolve().relative_to(root.resolve()).as_posix() in load_manifest(root)["files"]
 
 
 def find_split(root: Path, split: str, config: str | None = None) -> str:
@@ -98,10 +109,16 @@ def find_split(root: Path, split: str, config: str | None = None) -> str:
     return matches[0]
 
 
-def split_file(spec: str, split: str | None = None, config: str | None = None) -> Path:
-    """Resolve a data path to one verified file (see the module docstring for the forms)."""
+def split_file(
+    spec: str, split: str | None = None, config: str | None = None, *, default_split: str | None = None
+) -> Path:
+    """Resolve a data path to one verified file (see the module docstring for the forms).
+
+    The split of a dataset is ``split``, else the one the path names (``DIR:SPLIT``), else
+    ``default_split``; a path to a file ignores all three.
+    """
     ref = parse_data_path(str(spec))
-    split = split or ref.split
+    split = split or ref.split or default_split
     config = config or ref.config
     path = resolve(ref)
     if path.is_dir():
@@ -111,12 +128,58 @@ def split_file(spec: str, split: str | None = None, config: str | None = None) -
             raise BadInput(f"{path}: name a split (DIR:SPLIT or --split)")
         rel = find_split(path, split, config)
         return verify_file(path, rel)
-    root = _manifest_root(path)
-    if root is not None:
-        rel = path.resolve().relative_to(root).as_posix()
-        if rel in load_manifest(root)["files"]:
-            verify_file(root, rel)
+    root = manifest_root(path)
+    if root is not None and _listed(root, path):
+        verify_file(root, path.resolve().relative_to(root.resolve()).as_posix())
     return path
+
+
+@dataclass(frozen=True)
+class RowSource:
+    """Where the rows of a data path are read from (:func:`row_source`).
+
+    ``path``: what to give ``data.formats.readers.iter_rows`` (a verified split file, any other row
+    file, or an ``hf://`` path); ``root``: the dataset folder whose manifest lists that file (its
+    checksum was checked), else ``None``; ``split``: the file's split when ``root`` is set.
+    """
+
+    path: str
+    root: Path | None = None
+    split: str | None = None
+
+
+def row_source(
+    spec: str, split: str | None = None, config: str | None = None, *, default_split: str | None = None
+) -> RowSource:
+    """Where to read the rows of ``spec``, for the verbs that take rows of any format.
+
+    - ``hf://owner/name[/CONFIG]:SPLIT``: read as it is (``iter_rows`` fetches and checks the repo);
+    - a dataset folder (``DIR``, ``DIR:SPLIT``) or a plain ``owner/name`` Hub id: its verified split
+      file (:func:`split_file`: ``split``, else the one the path names, else ``default_split``;
+      ``config`` picks the config);
+    - a file: the file, verified first when a dataset's manifest lists it.
+
+    ``BadInput`` for a path that does not exist, a folder without ``manifest.json``, a missing split.
+    """
+    text = str(spec)
+    if text.startswith(hub.PREFIX):
+        return RowSource(text)
+    file = split_file(text, split, config, default_split=default_split)
+    root = manifest_root(file)
+    if root is None or not _listed(root, file):
+        return RowSource(str(file))
+    return RowSource(str(file), root, file.stem)
+
+
+def dataset_folder(spec: str) -> str | None:
+    """The dataset a data path belongs to: the folder holding its ``manifest.json`` (the path itself or
+    up to two levels up) or, for a Hub path, the dataset's Hub id (``owner/name`` as given, else
+    ``hf://owner/name``); ``None`` for a file outside any dataset."""
+    ref = parse_data_path(str(spec))
+    if ref.on_hub:
+        return ref.location if ref.plain_id else hub.PREFIX + ref.location
+    root = manifest_root(resolve(ref))
+    return None if root is None else str(root)
 
 
 def iter_split(spec: str, split: str | None = None, config: str | None = None) -> Iterator[dict[str, Any]]:

@@ -1,7 +1,7 @@
 """``manifest.json``: the SHA-256 and record count of every file of a dataset folder.
 
 Every load of a manifest-backed dataset re-hashes the file it reads and refuses one whose hash
-differs (DESIGN.md "Reliability conventions"); ``posttrain data verify DIR`` checks them all.
+differs (docs/design.md "Reliability conventions"); ``posttrain data verify DIR`` checks them all.
 """
 
 from __future__ import annotations

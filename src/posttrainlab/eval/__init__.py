@@ -1,4 +1,4 @@
-"""Evaluation: exact, documented metrics for PRMs and LLM judges (DESIGN.md "Metric definitions").
+"""Evaluation: exact, documented metrics for PRMs and LLM judges (docs/design.md "Metric definitions").
 
 The metric layer is pure functions of lists, one module per topic:
 

@@ -24,7 +24,7 @@ Definitions (pure functions below, hand-computed tests in ``tests/pipeline/test_
   Step view (no spans): the characters of the steps labelled 0 among the compared steps. ``None`` when
   neither annotation marks a character (perfect agreement on "nothing", but no ratio to report).
 - **Solution level**: kappa of "the solution has an error", and the share of rows whose first error
-  (the first 0, -1 for none) is the same step.
+  (the first 0, ``data.formats.step.first_error``; none for a sound row) is the same step.
 
 Rows must align: the same number of rows, and row i of both files the same question and the same
 solution (span view: identical ``model_answer``; step view: one ``steps`` a prefix of the other, the
@@ -43,6 +43,7 @@ from typing import Any
 
 from posttrainlab.data.formats.hal import Span, piece_bounds
 from posttrainlab.data.formats.sharp import STEP_SEP, span_piece_labels, span_to_step
+from posttrainlab.data.formats.step import first_error
 
 
 class MisalignedRows(ValueError):
@@ -110,15 +111,6 @@ def span_overlap(a: Sequence[Sequence[Span]], b: Sequence[Sequence[Span]]) -> di
         "recall": both / na if na else None,
         "f1": 2 * both / (na + nb) if na + nb else None,
     }
-
-
-def first_error_index(labels: Sequence[int]) -> int:
-    """Index of the first 0, -1 when none.
-
-    >>> first_error_index([1, 0, 0]), first_error_index([1, 1])
-    (1, -1)
-    """
-    return next((i for i, x in enumerate(labels) if not x), -1)
 
 
 def kind_of(row: dict[str, Any]) -> str:
@@ -196,7 +188,7 @@ def agreement(rows_a: Sequence[dict[str, Any]], rows_b: Sequence[dict[str, Any]]
         spans_b.append(list(sb))
         flawed_a.append(0 if 0 in la else 1)
         flawed_b.append(0 if 0 in lb else 1)
-        same_first += first_error_index(la) == first_error_index(lb)
+        same_first += first_error(la) == first_error(lb)
     n_rows = len(rows_a)
     agree = sum(1 for x, y in zip(labels_a, labels_b, strict=True) if x == y)
     return {
@@ -213,4 +205,4 @@ def agreement(rows_a: Sequence[dict[str, Any]], rows_b: Sequence[dict[str, Any]]
     }
 
 
-__all__ = ["MisalignedRows", "agreement", "cohen_kappa", "first_error_index", "span_overlap", "step_spans"]
+__all__ = ["MisalignedRows", "agreement", "cohen_kappa", "span_overlap", "step_spans"]

@@ -242,9 +242,9 @@ def _read_cache(out: Path, settings: dict[str, Any], records: list[dict]) -> lis
 
 def _records(data: str, split: str | None, limit: int | None) -> tuple[Path, list[dict]]:
     from posttrainlab.data.jsonl import iter_jsonl
-    from posttrainlab.data.loading import parse_data_path, split_file
+    from posttrainlab.data.loading import split_file
 
-    path = split_file(str(data), split or parse_data_path(str(data)).split or "test")
+    path = split_file(str(data), split, default_split="test")
     records = []
     for lineno, r in enumerate(iter_jsonl(path), start=1):
         if limit is not None and len(records) >= limit:

@@ -1,13 +1,14 @@
 """Judge runs: the Math-Shepherd-614 protocol (seed card 001) against any OpenAI-compatible endpoint.
 
 ``run_judge`` reads Math-Shepherd rows (``prompt, completions, labels``; Parquet, JSON Lines, ``hf://``),
-asks the judge about each row from a thread pool (:mod:`posttrainlab.eval.judge_client`), and appends
-one JSON line per finished record to ``<output-dir>/<run>.jsonl``. Then it reads the file back and
+asks the judge about each row (:mod:`posttrainlab.eval.judge_client`) from a thread pool
+(:mod:`posttrainlab.data.pool`), and appends one JSON line per finished record to
+``<output-dir>/<run>.jsonl`` (read back by :mod:`posttrainlab.data.runfile`). Then it reads the file back and
 writes ``<run>_metric.json`` atomically (:mod:`posttrainlab.eval.judge_metrics`).
 
 Why it is built this way:
 
-- **Resumable** (DESIGN.md "Reliability conventions"): a network run of 614 rows x up to 8,000 tokens
+- **Resumable** (docs/design.md "Reliability conventions"): a network run of 614 rows x up to 8,000 tokens
   takes long and dies for dull reasons. The run name is a pure function of the model name and the data
   file's name (plus ``--run-tag`` for repeated runs), so a restart finds its file; each record carries
   its row ``index`` and a ``key`` (hash of the row), finished indices are skipped, and a record whose key
@@ -30,22 +31,22 @@ import json
 import re
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from posttrainlab.data.atomic import atomic_path, write_text
+from posttrainlab.data.atomic import write_text
 from posttrainlab.data.formats.math_shepherd import as_list_form, check_ms_row
 from posttrainlab.data.formats.readers import SUFFIXES, iter_rows
-from posttrainlab.data.jsonl import append_jsonl, dumps, loads_record
+from posttrainlab.data.jsonl import append_jsonl
 from posttrainlab.data.manifest import sha256_file
+from posttrainlab.data.pool import run_pool
+from posttrainlab.data.runfile import finished_records, has_row_index
 from posttrainlab.errors import BadInput, PosttrainError
 from posttrainlab.eval.judge_client import (
     PROMPT_SHA256,
     PROMPT_VERSION,
     ChatClient,
-    EndpointError,
     JudgeAnswer,
     OpenAIChatClient,
     RetryPolicy,
@@ -174,29 +175,6 @@ def data_info(data_file: str, rows: list[dict[str, Any]]) -> tuple[dict[str, Any
     return info, warnings
 
 
-def read_run_file(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
-    """The records of a run file, and notes on what was repaired.
-
-    A last line without its newline is the trace of a killed write: it is dropped (its row is judged
-    again) and the file is rewritten without it. A bad line anywhere else is not ours to fix: ``BadInput``.
-    """
-    if not path.exists():
-        return [], []
-    data = path.read_bytes()
-    lines = data.split(b"\n")
-    tail = lines.pop()
-    records = []
-    for lineno, line in enumerate(lines, start=1):
-        if line.strip():
-            records.append(loads_record(path, lineno, line, hint="; fix or remove the line to resume"))
-    notes = []
-    if tail.strip():
-        with atomic_path(path) as tmp:
-            tmp.write_bytes(data[: len(data) - len(tail)])
-        notes.append(f"{path}: dropped an unfinished last line ({len(tail)} bytes) left by an interrupted run")
-    return records, notes
-
-
 @dataclass
 class JudgeRun:
     """What a run did: its files, its metric JSON, and how many rows it judged now vs found done."""
@@ -233,65 +211,6 @@ def make_record(index: int, row: dict[str, Any], answer: JudgeAnswer, model_name
     }
 
 
-def has_row_index(rec: dict[str, Any]) -> bool:
-    """Whether a run-file record carries a usable row index (an int >= 0)."""
-    index = rec.get("index")
-    return isinstance(index, int) and index >= 0
-
-
-def finished_records(
-    path: Path,
-    rows: list[dict[str, Any]],
-    *,
-    check: Callable[[dict[str, Any]], str | None],
-    key_of: Callable[[dict[str, Any]], str],
-    model_name: str,
-    is_failed: Callable[[dict[str, Any]], bool],
-    retry_failed: bool,
-    mismatch: str,
-    hint: str,
-    again: str,
-) -> tuple[dict[int, dict[str, Any]], list[str]]:
-    """Finished records of a resumable run file by row index, checked against ``rows``.
-
-    Shared by ``posttrain eval judge`` and ``posttrain annotate``. Each record must pass ``check`` (its
-    own fields, the row index among them), point at an existing row whose ``key_of`` matches the
-    record's ``key`` and come from ``model_name``; anything else is ``BadInput`` (``mismatch`` names a
-    row that does not match, ``hint`` says what to do). Repeated indices keep the first record. With
-    ``retry_failed`` the records ``is_failed`` picks are removed from the file and from the result
-    (``again``: "judged", "annotated"), so they run again.
-    """
-    records, notes = read_run_file(path)
-    done: dict[int, dict[str, Any]] = {}
-    duplicates = 0
-    for n, rec in enumerate(records, start=1):
-        index = rec.get("index")
-        fault = check(rec)
-        if fault is None and index >= len(rows):
-            fault = f"row index {index} but the data has {len(rows)} rows"
-        if fault is None and rec.get("key") != key_of(rows[index]):
-            fault = f"row {index} does not match {mismatch}"
-        if fault is None and rec.get("model") != model_name:
-            fault = f"made by model {rec.get('model')!r}, not {model_name!r}"
-        if fault is not None:
-            raise BadInput(f"{path}: record {n}: {fault}; {hint}")
-        if index in done:
-            duplicates += 1
-            continue
-        done[index] = rec
-    if duplicates:
-        notes.append(f"{path}: {duplicates} duplicate records ignored (the first of each index is kept)")
-    failed = [i for i, r in done.items() if is_failed(r)]
-    if retry_failed and failed:
-        kept = [r for _, r in sorted(done.items()) if not is_failed(r)]
-        with atomic_path(path) as tmp:
-            tmp.write_text("".join(dumps(r) + "\n" for r in kept), encoding="utf-8")
-        for i in failed:
-            del done[i]
-        notes.append(f"{path}: {len(failed)} failed rows will be {again} again")
-    return done, notes
-
-
 def _finished(path: Path, rows: list[dict[str, Any]], cfg: JudgeConfig) -> tuple[dict[int, dict], list[str]]:
     """Finished judge records by index (``finished_records``); failed ones dropped when retrying them."""
     return finished_records(
@@ -308,50 +227,6 @@ def _finished(path: Path, rows: list[dict[str, Any]], cfg: JudgeConfig) -> tuple
     )
 
 
-def run_pool(
-    pending: list[int],
-    work: Callable[[int], Any],
-    handle: Callable[[int, Any], None],
-    salvage: Callable[[int, Any], None],
-    *,
-    threads: int,
-    name: str,
-    run_file: Path,
-) -> None:
-    """Run ``work(i)`` for every pending row on ``threads`` threads; ``handle`` each result as it finishes.
-
-    The resumable-run loop shared by the judge harness and ``posttrain annotate``: an endpoint fault stops the run
-    with a message saying the finished rows are kept in ``run_file``; on any stop but Ctrl-C, the results of requests
-    that finished while the run was stopping go to ``salvage`` (which skips rows already written), so no paid-for
-    answer is lost.
-    """
-    pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=name)
-    futures: dict[Future[Any], int] = {}
-    interrupted = False
-    try:
-        futures = {pool.submit(work, i): i for i in pending}
-        for fut in as_completed(futures):
-            i = futures[fut]
-            try:
-                result = fut.result()
-            except EndpointError as e:
-                raise EndpointError(
-                    f"row {i}: {e}; run stopped. Finished rows are kept in {run_file}: run the same command again "
-                    "to resume once the endpoint answers",
-                    e.transient,
-                ) from None
-            handle(i, result)
-    except KeyboardInterrupt:
-        interrupted = True
-        raise
-    finally:
-        pool.shutdown(wait=not interrupted, cancel_futures=True)
-        if not interrupted:  # keep the work of requests that finished while the run was stopping
-            for fut, i in futures.items():
-                if fut.done() and not fut.cancelled() and fut.exception() is None:
-                    salvage(i, fut.result())
-
-
 def run_judge(
     cfg: JudgeConfig,
     client: ChatClient | None = None,
@@ -366,7 +241,7 @@ def run_judge(
     ``cfg.model_url``). ``progress(done, total)`` after each record; ``on_record(record)`` after each
     line is written (an exception there stops the run as a kill would).
     Raises :class:`JudgeAborted` on an answer that stays invalid under ``on_invalid="abort"``,
-    :class:`~posttrainlab.eval.judge_client.EndpointError` when the endpoint keeps failing.
+    :class:`~posttrainlab.errors.EndpointError` when the endpoint keeps failing.
     """
     cfg.check()
     rows = load_math_shepherd(cfg.data_file)
@@ -381,7 +256,10 @@ def run_judge(
     pending = [i for i in range(len(selected)) if i not in done]
     resumed = len(selected) - len(pending)
     if client is None:
-        client = OpenAIChatClient(cfg.model_url, cfg.model_name, api_key=cfg.api_key, timeout_s=cfg.timeout_s)
+        retries = cfg.retry.http_retries
+        client = OpenAIChatClient(
+            cfg.model_url, cfg.model_name, api_key=cfg.api_key, timeout_s=cfg.timeout_s, max_retries=retries
+        )
 
     def judge_one(i: int) -> JudgeAnswer:
         messages = build_messages(selected[i]["prompt"], selected[i]["completions"])

@@ -10,15 +10,19 @@ and hash go into every metric file so runs with different prompts are never aver
 Two kinds of fault, kept apart because they mean different things:
 
 - an **invalid answer** (the request worked, the text does not hold a valid list: prose without JSON,
-  a wrong key, an empty message, an empty or non-JSON HTTP body): the model's fault, retried at
-  temperature 0.4, then reported in :attr:`JudgeAnswer.error` for the caller to abort or record;
-- an **endpoint fault** (connection refused, timeout, HTTP 408/409/429/5xx): retried with exponential
-  backoff at the same temperature, then :class:`EndpointError`. Any other HTTP status (a wrong model
-  name, a prompt beyond the context) is not retried. An endpoint fault never becomes a recorded row:
-  an outage would otherwise be scored as hundreds of model failures.
+  a wrong key, an empty message, an empty or non-JSON HTTP body): the model's fault, asked again at
+  temperature 0.4 (the project's own retries, the card's rule), then reported in
+  :attr:`JudgeAnswer.error` for the caller to abort or record;
+- an **endpoint fault** (connection refused, timeout, HTTP 408/409/429/5xx): retried at the same
+  temperature by the ``openai`` client (:class:`~posttrainlab.generation.endpoint.Endpoint`: its
+  backoff, honouring ``Retry-After``), then :class:`EndpointError`. Any other HTTP status (a wrong
+  model name, a prompt beyond the context) is not retried. An endpoint fault never becomes a recorded
+  row: an outage would otherwise be scored as hundreds of model failures.
 
-The endpoint is any OpenAI-compatible server (vLLM, ``posttrain serve``, a hosted API): the client is the
-official ``openai`` package with its own retries switched off, so every retry is counted here.
+The endpoint is any OpenAI-compatible server (vLLM, ``posttrain serve``, a hosted API). A
+:class:`ChatClient` that does not retry by itself (a test double, a custom transport) may raise a
+transient ``EndpointError`` with ``retries=0``: :func:`ask_judge` then retries it with the
+:class:`RetryPolicy`'s backoff, up to the same ``http_retries`` in all.
 """
 
 from __future__ import annotations
@@ -32,7 +36,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from posttrainlab.errors import PosttrainError, one_line
+from posttrainlab.errors import EndpointError
+from posttrainlab.generation.endpoint import Endpoint, MalformedReply
 
 HALLUCINATION_KEY = "hallucination list"
 PROMPT_VERSION = "posttrainlab-judge-v1"
@@ -51,26 +56,12 @@ PROMPT_TEMPLATE = (
     "<<SOLUTION>>"
 )
 PROMPT_SHA256 = hashlib.sha256(PROMPT_TEMPLATE.encode()).hexdigest()
-# HTTP statuses worth retrying: request timeout, conflict, rate limit, and server errors (the same set
-# the openai client retries by itself).
-RETRY_STATUSES = frozenset({408, 409, 429})
 # How much of a rejected answer is kept in the run file for diagnosis.
 REJECTED_TEXT_CHARS = 1000
 
 
 class InvalidAnswer(ValueError):
     """The model's text does not hold a valid ``{"hallucination list": [str, ...]}``; the message says why."""
-
-
-class EndpointError(PosttrainError):
-    """The endpoint failed (after retries, for a transient fault): the run stops (exit 1).
-
-    ``transient`` tells a fault worth retrying (timeout, connection, 5xx) from one that is not.
-    """
-
-    def __init__(self, message: str, transient: bool = False):
-        super().__init__(message)
-        self.transient = transient
 
 
 def build_messages(problem: str, steps: Sequence[str]) -> list[dict[str, str]]:
@@ -140,63 +131,57 @@ def parse_hallucination_list(text: str | None) -> list[str]:
 
 @dataclass(frozen=True)
 class Completion:
-    """One reply: its text (``None`` when there was none) and why there was none, or how it finished."""
+    """One reply: its text (``None`` when there was none) and why there was none, or how it finished.
+
+    ``retries``: the endpoint faults the client retried by itself before this reply came.
+    """
 
     text: str | None
     finish_reason: str | None = None
     problem: str | None = None  # set when the reply held no text: "HTTP 200 with an empty body", ...
+    retries: int = 0
 
 
 class ChatClient(Protocol):
     """The judge endpoint role: one chat request -> :class:`Completion`.
 
-    Raise ``EndpointError(transient=True)`` for a fault worth retrying, ``EndpointError`` for one that is not.
+    Raise ``EndpointError(transient=True)`` for a fault worth retrying, ``EndpointError`` for one that is not;
+    a client that retried the fault itself says how often in ``EndpointError.retries``.
     """
 
     def __call__(self, messages: list[dict[str, str]], *, temperature: float, max_tokens: int) -> Completion: ...
 
 
 class OpenAIChatClient:
-    """:class:`ChatClient` over the official ``openai`` package, with its own retries off (module docstring)."""
+    """:class:`ChatClient` over the ``openai`` client, which retries endpoint faults ``max_retries`` times."""
 
-    def __init__(self, base_url: str, model: str, *, api_key: str = "EMPTY", timeout_s: float = 600.0):
-        import openai
-
+    def __init__(
+        self, base_url: str, model: str, *, api_key: str = "EMPTY", timeout_s: float = 600.0, max_retries: int = 2
+    ):
         self.base_url, self.model, self.timeout_s = base_url, model, timeout_s
-        self._openai = openai
-        self._client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=0)
+        self.endpoint = Endpoint(base_url, model, api_key=api_key, timeout_s=timeout_s, max_retries=max_retries)
 
     def __call__(self, messages: list[dict[str, str]], *, temperature: float, max_tokens: int) -> Completion:
-        openai = self._openai
         try:
-            reply = self._client.chat.completions.create(
-                model=self.model, messages=messages, temperature=temperature, max_tokens=max_tokens
+            reply, retries = self.endpoint.create(
+                "chat", messages=messages, temperature=temperature, max_tokens=max_tokens
             )
-        except openai.APITimeoutError:
-            raise EndpointError(f"{self.base_url}: no reply within {self.timeout_s:g} s", transient=True) from None
-        except openai.APIConnectionError as e:
-            raise EndpointError(f"{self.base_url}: cannot connect ({one_line(e)})", transient=True) from None
-        except openai.APIStatusError as e:
-            code = e.status_code
-            hint = f" (is {self.model!r} the served model name? see {self.base_url}/models)" if code == 404 else ""
-            transient = code in RETRY_STATUSES or code >= 500
-            raise EndpointError(f"{self.base_url}: HTTP {code}: {one_line(e, 160)}{hint}", transient) from None
-        except (openai.APIResponseValidationError, ValueError) as e:  # a 200 whose body is not JSON
-            empty = isinstance(e, json.JSONDecodeError) and not e.doc.strip()
-            what = "an empty body" if empty else f"a body that is not a chat completion ({one_line(e)})"
-            return Completion(None, problem=f"HTTP 200 with {what}")
+        except MalformedReply as e:  # the server answered, but not with a completion: an invalid answer
+            return Completion(None, problem=f"HTTP 200 with {e.what}", retries=e.retries)
         choices = getattr(reply, "choices", None)
         if not choices:
-            return Completion(None, problem="HTTP 200 with no choices")
+            return Completion(None, problem="HTTP 200 with no choices", retries=retries)
         message = choices[0].message
-        return Completion(getattr(message, "content", None), choices[0].finish_reason)
+        return Completion(getattr(message, "content", None), choices[0].finish_reason, retries=retries)
 
 
 @dataclass(frozen=True)
 class RetryPolicy:
     """How hard to try. ``answer_retries``: extra requests after an invalid answer (the card's 3, so at
-    most 4 answers); ``http_retries``: extra tries of one request after a transient endpoint fault, waiting
-    ``backoff_s * 2**k`` (at most ``backoff_max_s``, times a random 0.5-1 so 32 threads do not retry in step).
+    most 4 answers); ``http_retries``: extra tries of one request after a transient endpoint fault (the
+    ``openai`` client's ``max_retries``). ``backoff_s * 2**k`` (at most ``backoff_max_s``, times a random
+    0.5-1 so 32 threads do not retry in step) is the wait between the tries :func:`ask_judge` makes for a
+    client that does not retry by itself; the ``openai`` client waits by its own rule.
     """
 
     answer_retries: int = 3
@@ -231,16 +216,23 @@ def _request(
     policy: RetryPolicy,
     sleep: Callable[[float], None],
 ) -> tuple[Completion, int]:
-    """One request with backoff on transient faults: (completion, retries used)."""
-    for retry in range(policy.http_retries + 1):
+    """One request: ``(completion, endpoint retries spent)``, at most ``policy.http_retries`` in all.
+
+    The retries the client made by itself (the ``openai`` client's, built with ``max_retries=http_retries``)
+    count against the same budget, so the loop here retries only for a client that left budget unspent:
+    one that does not retry by itself.
+    """
+    spent = 0
+    while True:
         try:
-            return client(messages, temperature=temperature, max_tokens=max_tokens), retry
+            completion = client(messages, temperature=temperature, max_tokens=max_tokens)
+            return completion, spent + completion.retries
         except EndpointError as e:
-            if not e.transient or retry == policy.http_retries:
-                tries = f" (after {retry + 1} tries)" if e.transient else ""
-                raise EndpointError(f"{e}{tries}", e.transient) from None
-            sleep(min(policy.backoff_max_s, policy.backoff_s * 2**retry) * random.uniform(0.5, 1.0))
-    raise AssertionError("unreachable")
+            spent += e.retries
+            if not e.transient or spent >= policy.http_retries:
+                raise EndpointError(e.reason, e.transient, spent) from None
+        sleep(min(policy.backoff_max_s, policy.backoff_s * 2**spent) * random.uniform(0.5, 1.0))
+        spent += 1
 
 
 def ask_judge(

@@ -5,7 +5,7 @@ hallucination_list, attempts`` (``hallucination_list`` is ``null`` for a row rec
 :func:`judge_metrics` needs nothing else, so a live run and ``posttrain eval judge --filepath`` compute
 the same numbers by the same code: the live run writes its records, reads them back, and scores them.
 
-Layout of ``metrics → All`` (fractions in [0, 1]; DESIGN.md "Metric definitions"):
+Layout of ``metrics → All`` (fractions in [0, 1]; docs/design.md "Metric definitions"):
 
 - ``span_level``: micro character precision/recall/F1 under the card's ``label-aligned`` rule, which
   **reads the gold labels** (``reads_gold_labels: true``), with the character counts;

@@ -206,10 +206,9 @@ def sequence_logprobs(
 
 def _resolve_split(data_spec: str, split: str | None) -> tuple[Path, str]:
     """The verified file of the evaluated split and its name (``DIR:SPLIT``, ``--split``, else ``test``)."""
-    from posttrainlab.data.loading import parse_data_path, split_file
+    from posttrainlab.data.loading import split_file
 
-    named = split or parse_data_path(data_spec).split
-    path = split_file(data_spec, named or "test")
+    path = split_file(data_spec, split, default_split="test")
     if split is not None and path.stem != split:
         raise BadInput(f"{data_spec}: is the {path.stem!r} split, but split {split!r} was asked for")
     return path, path.stem
@@ -217,17 +216,11 @@ def _resolve_split(data_spec: str, split: str | None) -> tuple[Path, str]:
 
 def _preference_source(data_spec: str, split_name: str) -> str:
     """The dataset (folder or Hub id) that ``data_spec`` belongs to, where the preference split lives."""
-    from posttrainlab.data.hub import PREFIX
-    from posttrainlab.data.loading import parse_data_path, resolve
-    from posttrainlab.data.manifest import has_manifest
+    from posttrainlab.data.loading import dataset_folder
 
-    ref = parse_data_path(data_spec)
-    if ref.on_hub:
-        return ref.location if ref.plain_id else PREFIX + ref.location
-    path = resolve(ref)
-    for folder in [path, *list(path.resolve().parents)[:2]]:
-        if folder.is_dir() and has_manifest(folder):
-            return str(folder)
+    folder = dataset_folder(data_spec)
+    if folder is not None:
+        return folder
     raise BadInput(
         f"{data_spec}: a lone file holds no {split_name!r} split; pass the dataset folder or --preference-split none"
     )

@@ -9,9 +9,11 @@ and writes into ``out``:
 - ``reliability.png``: the reliability diagram of the step scores;
 - ``metrics.json`` last (its presence marks a finished run); each file is written atomically.
 
-**Inputs.** Any step-level format (``data.formats``), told apart by the first row's keys or named with
-``fmt``; a local ``.jsonl``/``.json``/``.parquet`` file, an ``hf://`` path, or an arith-prm folder
-(``DIR`` = its ``heldout`` split, ``DIR:SPLIT`` another; checksums checked). Which steps are scored:
+**Inputs.** Any step-level format that holds step labels (``data.formats.STEP_FORMATS``), told apart
+by the first row's keys or named with ``fmt``; a local ``.jsonl``/``.json``/``.parquet`` file, an
+``hf://`` path, or an arith-prm folder (``DIR`` = its ``heldout`` split, ``DIR:SPLIT`` another;
+checksums checked). Each row is read by its format's ``to_steps`` into a ``StepRow`` (the reader PRM
+training uses too, without its cut). Which steps are scored:
 
 - ``step`` (and arith-prm): the steps of the row (the view already ends at the first error);
 - ``math-shepherd`` (list form or ``ки`` text): every step with its label (a correct step may follow a
@@ -34,15 +36,21 @@ import json
 import os
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from posttrainlab.data.formats.registry import FORMATS, STEP_FORMATS
+from posttrainlab.data.formats.step import StepRow
 from posttrainlab.errors import BadInput
-from posttrainlab.eval.step_metrics import DEFAULT_SWEEP, DEFAULT_THRESHOLD, first_error_from_labels, first_error_index
+from posttrainlab.eval.step_metrics import (
+    DEFAULT_SWEEP,
+    DEFAULT_THRESHOLD,
+    first_error_from_labels,
+    predicted_first_error,
+)
 from posttrainlab.progress import progress_bar
 
-FORMATS = ("step", "math-shepherd", "processbench", "span")
 ARITH_PRM_DEFAULT_SPLIT = "heldout"
 #: Solutions per ``score_batch`` call; the progress bar advances once per chunk.
 CHUNK = 256
@@ -54,16 +62,6 @@ class StepScorer(Protocol):
     def score(self, question: str, steps: Sequence[str]) -> list[float]: ...
 
     def score_batch(self, items: Sequence[tuple[str, Sequence[str]]], batch_size: int = ...) -> list[list[float]]: ...
-
-
-@dataclass
-class EvalRow:
-    """One solution to score: its question, the steps to score and their gold labels (1 correct, 0 wrong)."""
-
-    question: str
-    steps: list[str]
-    labels: list[int]
-    meta: dict[str, Any] = field(default_factory=dict)
 
 
 def detect_format(row: dict[str, Any]) -> str | None:
@@ -87,73 +85,38 @@ def detect_format(row: dict[str, Any]) -> str | None:
     return None
 
 
-def to_eval_row(row: dict[str, Any], fmt: str) -> EvalRow:
-    """The steps to score and their labels, per format (module docstring); ``ValueError`` for a bad row.
+def to_eval_row(row: dict[str, Any], fmt: str) -> StepRow:
+    """The steps to score and their labels (the format's ``to_steps``) and the row's ``id``; ``ValueError`` if bad.
 
     >>> to_eval_row({"problem": "p", "steps": ["a", "b", "c"], "label": 1}, "processbench")
-    EvalRow(question='p', steps=['a', 'b'], labels=[1, 0], meta={})
+    StepRow(question='p', steps=['a', 'b'], labels=[1, 0], spans=None, id=None)
     >>> to_eval_row({"prompt": "q", "completions": ["a", "b"], "labels": [False, True]}, "math-shepherd").labels
     [0, 1]
     """
-    meta = {"id": row["id"]} if isinstance(row, dict) and isinstance(row.get("id"), str | int) else {}
-    if fmt == "step":
-        from posttrainlab.data.formats.step import check_step_row
-
-        reason = check_step_row(row)
-        if reason is not None:
-            raise ValueError(reason)
-        return EvalRow(row["question"], list(row["steps"]), list(row["step_labels"]), meta)
-    if fmt == "math-shepherd":
-        from posttrainlab.data.formats.math_shepherd import as_list_form
-
-        ms = as_list_form(row)
-        return EvalRow(ms["prompt"], ms["completions"], [1 if x else 0 for x in ms["labels"]], meta)
-    if fmt == "processbench":
-        from posttrainlab.data.formats.processbench import as_ratings, encoding, pb_to_step, ratings_to_labels
-
-        if encoding(row) == "processbench":
-            step = pb_to_step(row)
-            return EvalRow(step["question"], step["steps"], step["step_labels"], meta)
-        flat = as_ratings(row)
-        return EvalRow(flat["problem"], flat["steps"], ratings_to_labels(flat["ratings"]), meta)
-    if fmt == "span":
-        from posttrainlab.data.formats.sharp import check_span_fields, span_piece_labels
-
-        reason = check_span_fields(row)
-        if reason is not None:
-            raise ValueError(reason)
-        labels, _ = span_piece_labels(row)
-        return EvalRow(row["question"], list(row["model_answer"]), labels, meta)
-    raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    if fmt not in STEP_FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(STEP_FORMATS)}")
+    steps = FORMATS[fmt].to_steps(row)
+    if isinstance(row, dict) and isinstance(row.get("id"), str | int):
+        steps = replace(steps, id=row["id"])
+    return steps
 
 
 def _source(data: str) -> tuple[str, str | None]:
     """The file (or ``hf://`` path) to read, and the arith-prm split when ``data`` names one."""
-    from posttrainlab.data.loading import parse_data_path, split_file
-    from posttrainlab.data.manifest import has_manifest
+    from posttrainlab.data.loading import row_source
 
-    if str(data).startswith("hf://"):
-        return str(data), None
-    ref = parse_data_path(str(data))
-    folder = Path(ref.location)
-    if folder.is_dir():
-        if not has_manifest(folder):
-            raise BadInput(f"{folder}: a folder without manifest.json; pass a step-level file or an arith-prm folder")
-        split = ref.split or ARITH_PRM_DEFAULT_SPLIT
-        return str(split_file(str(folder), split, config="step")), split
-    if not folder.exists():
-        raise BadInput(f"{data}: no such file or folder")
-    return str(split_file(str(data))), None
+    found = row_source(str(data), config="step", default_split=ARITH_PRM_DEFAULT_SPLIT)
+    return found.path, found.split
 
 
-def read_eval_rows(data: str, fmt: str | None = None, limit: int | None = None) -> tuple[list[EvalRow], str, str]:
+def read_eval_rows(data: str, fmt: str | None = None, limit: int | None = None) -> tuple[list[StepRow], str, str]:
     """``(rows, format, source)``: the first ``limit`` rows of ``data`` ready to score."""
     from posttrainlab.data.formats.readers import iter_rows
 
-    if fmt is not None and fmt not in FORMATS:
-        raise BadInput(f"--format {fmt}: choose one of {', '.join(FORMATS)} (mc-value holds no step labels)")
+    if fmt is not None and fmt not in STEP_FORMATS:
+        raise BadInput(f"--format {fmt}: choose one of {', '.join(STEP_FORMATS)} (mc-value holds no step labels)")
     source, _ = _source(data)
-    rows: list[EvalRow] = []
+    rows: list[StepRow] = []
     for index, raw in enumerate(iter_rows(source)):
         if limit is not None and index >= limit:
             break
@@ -232,24 +195,24 @@ def score_items(
 
 
 def score_rows(
-    rows: Sequence[EvalRow], scorer: StepScorer, batch_size: int = 16, progress: bool = True
+    rows: Sequence[StepRow], scorer: StepScorer, batch_size: int = 16, progress: bool = True
 ) -> list[list[float]]:
     """Step scores of every row (``score_items`` over ``(question, steps)``)."""
     return score_items(scorer, [(r.question, r.steps) for r in rows], batch_size, progress=progress)
 
 
-def score_records(rows: Sequence[EvalRow], scores: Sequence[Sequence[float]], threshold: float) -> Iterable[dict]:
+def score_records(rows: Sequence[StepRow], scores: Sequence[Sequence[float]], threshold: float) -> Iterable[dict]:
     """The ``scores.jsonl`` rows."""
     for i, (row, s) in enumerate(zip(rows, scores, strict=True)):
         yield {
             "index": i,
-            **row.meta,
+            **({} if row.id is None else {"id": row.id}),
             "question": row.question,
             "steps": row.steps,
             "labels": row.labels,
             "scores": list(s),
             "gold_first_error": first_error_from_labels(row.labels),
-            "predicted_first_error": first_error_index(s, threshold),
+            "predicted_first_error": predicted_first_error(s, threshold),
         }
 
 
@@ -322,4 +285,4 @@ def is_missing_local(model: str | os.PathLike) -> bool:
     return is_local(str(model)) and not Path(model).expanduser().is_dir()
 
 
-__all__ = ["EvalRow", "StepScorer", "detect_format", "read_eval_rows", "run", "score_items", "to_eval_row"]
+__all__ = ["StepScorer", "detect_format", "read_eval_rows", "run", "score_items", "to_eval_row"]

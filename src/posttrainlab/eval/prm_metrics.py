@@ -20,7 +20,7 @@ with its formula and source); this module only puts them together into the ``met
   wrong rate, the predicted wrong rate (at ``threshold``) and the misclassification rate;
 - ``case``: a solution is flagged when any step is predicted wrong; P/R/F1 of the flawed class.
 
-Written by hand: the metric definitions are DESIGN.md's ("Metric definitions"), with hand-computed tests.
+Written by hand: the metric definitions are docs/design.md's ("Metric definitions"), with hand-computed tests.
 """
 
 from __future__ import annotations

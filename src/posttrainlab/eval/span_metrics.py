@@ -1,4 +1,4 @@
-"""Span-level and case-level metrics of the Math-Shepherd-614 protocol (seed card 001, DESIGN.md).
+"""Span-level and case-level metrics of the Math-Shepherd-614 protocol (seed card 001, docs/design.md).
 
 Inputs per row, as in Math-Shepherd (``trl-lib/math_shepherd``): ``steps`` (the ``completions``), their
 ``labels`` (**True = correct**, False = wrong) and the judge's ``spans`` (its parsed "hallucination

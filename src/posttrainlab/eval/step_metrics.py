@@ -1,6 +1,6 @@
-"""Step-level metrics for PRMs and step judges (DESIGN.md "Metric definitions").
+"""Step-level metrics for PRMs and step judges (docs/design.md "Metric definitions").
 
-Conventions (the step view of DESIGN.md "Data contracts"):
+Conventions (the step view of docs/design.md "Data contracts"):
 
 - ``labels``: one list per solution, one label per step, **1 = correct, 0 = wrong**.
 - ``scores``: the same shape, a score per step where **higher means more likely correct** (a PRM's
@@ -19,6 +19,7 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from posttrainlab.data.formats.step import first_error
 from posttrainlab.eval.counts import Confusion, confusion, safe_div
 
 DEFAULT_THRESHOLD = 0.5
@@ -135,13 +136,14 @@ def first_error_from_labels(labels: Sequence[int]) -> int:
     (2, -1)
     """
     _check_labels(labels)
-    return next((i for i, label in enumerate(labels) if label == 0), -1)
+    k = first_error(labels)
+    return -1 if k is None else k
 
 
-def first_error_index(scores: Sequence[float], threshold: float = DEFAULT_THRESHOLD) -> int:
+def predicted_first_error(scores: Sequence[float], threshold: float = DEFAULT_THRESHOLD) -> int:
     """Predicted first-error index of one solution: the first step with ``score < threshold``, else -1.
 
-    >>> first_error_index([0.9, 0.6, 0.3, 0.8], 0.5), first_error_index([0.9, 0.6], 0.5)
+    >>> predicted_first_error([0.9, 0.6, 0.3, 0.8], 0.5), predicted_first_error([0.9, 0.6], 0.5)
     (2, -1)
     """
     return next((i for i, s in enumerate(scores) if s < threshold), -1)
@@ -190,7 +192,7 @@ def first_error_f1_at(
     """
     flatten_steps(labels, scores)  # shape check
     gold = [first_error_from_labels(ls) for ls in labels]
-    return first_error_f1(gold, [first_error_index(ss, threshold) for ss in scores])
+    return first_error_f1(gold, [predicted_first_error(ss, threshold) for ss in scores])
 
 
 @dataclass(frozen=True)

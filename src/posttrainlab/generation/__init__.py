@@ -15,6 +15,11 @@ Implementations: ``transformers_backend.TransformersBackend`` (CPU or one GPU, b
 cache). A vLLM backend and an OpenAI-compatible endpoint backend fit the same Protocol; the
 interface is shaped after vLLM's ``SamplingParams`` (``n``, ``temperature``, ``top_p``,
 ``max_tokens``, ``seed``, ``stop``) so those are thin adapters.
+
+What the local backends share lives one module each: ``prompts`` (rendering with the chat template,
+token ids, length-sorted left-padded batches), ``sampling`` (argument checks, top-k/top-p/min-p
+filters, stop rules, ``Sample``, seeds, work counters), ``kv_cache`` (the N-fold preallocated cache)
+and ``shared_prefix`` (N continuations of a prefix from one prefill).
 """
 
 from __future__ import annotations

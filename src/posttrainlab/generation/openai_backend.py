@@ -1,7 +1,7 @@
 """A sampling backend over any OpenAI-compatible endpoint (vLLM, SGLang, ``posttrain serve``, a hosted API).
 
-Written as a thin adapter with its own retry loop (the official ``openai`` client with its retries
-off, so every retry is counted and backs off the way the judge client does):
+Written as a thin adapter over :class:`~posttrainlab.generation.endpoint.Endpoint` (the official
+``openai`` client, which retries network faults itself):
 
 - **Which endpoint**: a plain-string prompt goes to ``/completions`` as it is (the interface says a
   string reaches the model unchanged). A chat goes to ``/chat/completions`` (``mode="chat"``, the
@@ -17,8 +17,9 @@ off, so every retry is counted and backs off the way the judge client does):
   assistant turn is continued, not closed); in completions mode the rendered prompt plus the prefix
   is the prompt. The server's own prefix cache then shares the prefix between the ``n`` choices.
 - **Faults**: connection errors, timeouts and HTTP 408/409/429/5xx are retried ``http_retries``
-  times with exponential backoff (``backoff_s * 2**k``, at most ``backoff_max_s``, times a random
-  0.5-1); then, or at once for any other status, :class:`EndpointError` (exit 1) with one line.
+  times by the ``openai`` client (its backoff, honouring ``Retry-After``); then, or at once for any
+  other status or a 200 whose body is no completion, :class:`EndpointError` (exit 1) with one line.
+  ``retries`` counts the retries spent.
 - **Seeds**: ``seed`` is sent with every request (servers that honour it repeat their samples);
   ``generate`` gives prompt ``i`` the seed ``derive_seed(seed, i)``, ``sample_continuations`` each
   request its own.
@@ -27,27 +28,17 @@ off, so every retry is counted and backs off the way the judge client does):
 
 from __future__ import annotations
 
-import random
-import time
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from posttrainlab.errors import BadInput, PosttrainError, one_line
+from posttrainlab.errors import BadInput, EndpointError
 from posttrainlab.generation import Prompt, truncate_at_stop
+from posttrainlab.generation.endpoint import RETRY_STATUSES, Endpoint
 from posttrainlab.generation.shared_prefix import PrefixRequest, derive_seed
 
-#: HTTP statuses worth retrying: request timeout, conflict, rate limit (and every 5xx).
-RETRY_STATUSES = frozenset({408, 409, 429})
 MODES = ("chat", "completions")
-
-
-class EndpointError(PosttrainError):
-    """The endpoint failed (after retries, for a transient fault); ``transient`` says whether it was worth retrying."""
-
-    def __init__(self, message: str, transient: bool = False):
-        super().__init__(message)
-        self.transient = transient
 
 
 class OpenAIBackend:
@@ -66,9 +57,6 @@ class OpenAIBackend:
         max_workers: int = 8,
         timeout_s: float = 600.0,
         http_retries: int = 4,
-        backoff_s: float = 1.0,
-        backoff_max_s: float = 30.0,
-        sleep: Callable[[float], None] = time.sleep,
         client: Any = None,
     ):
         if mode not in MODES:
@@ -77,20 +65,16 @@ class OpenAIBackend:
             raise BadInput(f"max_workers={max_workers}: must be at least 1")
         if not base_url:
             raise BadInput("the openai backend needs --base-url (e.g. http://127.0.0.1:8000/v1)")
-        import openai
-
         self.base_url, self.model, self.mode = base_url, model, mode
-        self.max_workers, self.timeout_s = max_workers, timeout_s
-        self.http_retries, self.backoff_s, self.backoff_max_s = http_retries, backoff_s, backoff_max_s
-        self.sleep = sleep
+        self.max_workers, self.timeout_s, self.http_retries = max_workers, timeout_s, http_retries
         self._tokenizer_source = tokenizer
         self._tokenizer = None if isinstance(tokenizer, str) else tokenizer
-        self._openai = openai
-        self._client = client or openai.OpenAI(
-            base_url=base_url, api_key=api_key or "EMPTY", timeout=timeout_s, max_retries=0
+        self.endpoint = Endpoint(
+            base_url, model, api_key=api_key or "EMPTY", timeout_s=timeout_s, max_retries=http_retries, client=client
         )
-        self.requests_sent = 0
-        self.retries = 0
+        self._count = threading.Lock()
+        self.requests_sent = 0  # HTTP requests sent, retries included
+        self.retries = 0  # of those, the retries the client made after a transient fault
 
     # ---- rendering -------------------------------------------------------------------------------
 
@@ -118,36 +102,22 @@ class OpenAIBackend:
     # ---- requests --------------------------------------------------------------------------------
 
     def _create(self, endpoint: str, fields: dict[str, Any]) -> list[str]:
-        """One request with backoff on transient faults; the choices' texts in choice order."""
-        openai = self._openai
-        api = self._client.chat.completions if endpoint == "chat" else self._client.completions
-        for retry in range(self.http_retries + 1):
-            try:
-                self.requests_sent += 1
-                reply = api.create(model=self.model, **fields)
-            except openai.APITimeoutError:
-                error = EndpointError(f"{self.base_url}: no reply within {self.timeout_s:g} s", True)
-            except openai.APIConnectionError as e:
-                error = EndpointError(f"{self.base_url}: cannot connect ({one_line(e)})", True)
-            except openai.APIStatusError as e:
-                code = e.status_code
-                hint = f" (is {self.model!r} the served model name?)" if code == 404 else ""
-                error = EndpointError(
-                    f"{self.base_url}: HTTP {code}: {one_line(e, 160)}{hint}", code in RETRY_STATUSES or code >= 500
-                )
-            except (openai.APIResponseValidationError, ValueError) as e:
-                error = EndpointError(f"{self.base_url}: reply is not a {endpoint} completion ({one_line(e)})", True)
-            else:
-                choices = sorted(getattr(reply, "choices", None) or [], key=lambda c: c.index)
-                if endpoint == "chat":
-                    return [(c.message.content or "") for c in choices]
-                return [(c.text or "") for c in choices]
-            if not error.transient or retry == self.http_retries:
-                tries = f" (after {retry + 1} tries)" if error.transient else ""
-                raise EndpointError(f"{error}{tries}", error.transient) from None
-            self.retries += 1
-            self.sleep(min(self.backoff_max_s, self.backoff_s * 2**retry) * random.uniform(0.5, 1.0))
-        raise AssertionError("unreachable")
+        """One request (the client retries network faults); the choices' texts in choice order."""
+        try:
+            reply, retries = self.endpoint.create(endpoint, **fields)
+        except EndpointError as e:
+            self._counted(e.retries)
+            raise
+        self._counted(retries)
+        choices = sorted(getattr(reply, "choices", None) or [], key=lambda c: c.index)
+        if endpoint == "chat":
+            return [(c.message.content or "") for c in choices]
+        return [(c.text or "") for c in choices]
+
+    def _counted(self, retries: int) -> None:
+        with self._count:  # requests run in threads
+            self.requests_sent += 1 + retries
+            self.retries += retries
 
     def _sample(
         self,

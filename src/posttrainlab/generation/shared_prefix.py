@@ -40,23 +40,46 @@ The contract (tested in tests/generation/test_shared_prefix.py):
   show one prefill per prefix; :func:`count_forward_tokens` counts the same at the model's forward
   from outside, for any way of generating.
 
-The expanded cache lives in buffers with room for the new tokens (``GrowingLayer``): a decode step
-writes one position in place instead of concatenating (which copies the whole N-fold cache every
+The expanded cache lives in buffers with room for the new tokens (``generation.kv_cache``): a decode
+step writes one position in place instead of concatenating (which copies the whole N-fold cache every
 step). Finished rows are dropped from the batch once they are a quarter of it (dropping copies the
 cache, so it is not done for every row that ends), so a long straggler does not keep them computing.
+
+Where the pieces live: prompt rendering, prefix tokenization and batching in ``generation.prompts``;
+the argument checks, filters, stop rules, :class:`Sample`, :class:`SamplingStats` and ``derive_seed``
+in ``generation.sampling``; the names are importable from here too.
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import hashlib
 import inspect
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from posttrainlab.generation import Prompt
+from posttrainlab.generation.kv_cache import preallocate
+from posttrainlab.generation.prompts import (
+    continuation_text,
+    encode_prefix,
+    encode_prompt,
+    left_pad,
+    length_sorted_batches,
+)
+from posttrainlab.generation.sampling import (
+    ForwardCount,
+    Sample,
+    SamplingStats,
+    check_options,
+    check_sampling,
+    count_forward_tokens,
+    derive_seed,
+    filter_scores,
+    make_sample,
+    stop_checker,
+    stop_index,
+    top_p_filter,
+)
 
 
 @dataclass(frozen=True)
@@ -66,26 +89,6 @@ class PrefixRequest:
     prompt: Prompt
     prefix: str = ""
     seed: int = 0
-
-
-@dataclass(frozen=True)
-class Sample:
-    """One sampled continuation (module docstring, "What comes back").
-
-    ``tokens``: every token generated, ending with ``stop_token`` when an eos or stop token ended it;
-    ``logprobs``: the model's log-probability of each of ``tokens`` (None unless asked for).
-    """
-
-    text: str
-    tokens: tuple[int, ...]
-    finish_reason: str
-    stop_token: int | None = None
-    logprobs: tuple[float, ...] | None = None
-
-    @property
-    def text_tokens(self) -> tuple[int, ...]:
-        """The tokens the text decodes from (``tokens`` without the stop token)."""
-        return self.tokens[:-1] if self.stop_token is not None else self.tokens
 
 
 @runtime_checkable
@@ -107,170 +110,9 @@ class PrefixSampler(Protocol):
     ) -> list[list[str]]: ...
 
 
-@dataclass
-class SamplingStats:
-    """Work done by shared-prefix sampling, summed over calls (see the module docstring)."""
-
-    requests: int = 0
-    prefills: int = 0
-    prefill_tokens: int = 0
-    prefill_positions: int = 0
-    decode_steps: int = 0
-    decode_tokens: int = 0
-    sequences: int = 0
-
-    def as_dict(self) -> dict[str, int]:
-        return dict(self.__dict__)
-
-
-def derive_seed(*parts: object) -> int:
-    """A 31-bit seed from any parts (run seed, problem id, ...): the same parts give the same seed.
-
-    31 bits so every backend takes it (OpenAI-compatible servers, vLLM and torch all accept it).
-
-    >>> derive_seed(0, "rl_train-0001", 0, 2) == derive_seed(0, "rl_train-0001", 0, 2)
-    True
-    >>> derive_seed(0, "a") != derive_seed(1, "a")
-    True
-    """
-    digest = hashlib.sha256("\x1f".join(map(str, parts)).encode()).digest()
-    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
-
-
-def continuation_text(tokenizer, prompt: Prompt, prefix: str) -> str:
-    """The prompt rendered as the model sees it (chat template, assistant turn opened) with the prefix after it."""
-    from posttrainlab.generation.transformers_backend import plain_chat, render_prompt
-
-    if tokenizer is None:
-        return (prompt if isinstance(prompt, str) else plain_chat(prompt)) + prefix
-    return render_prompt(tokenizer, prompt)[0] + prefix
-
-
-#: A character that starts a pre-token of its own after whitespace in every byte-level BPE (GPT-2, Llama 3,
-#: SmolLM2, Qwen2 regexes): appended to a prefix that ends in whitespace, then its tokens are dropped.
-_NEXT_STEP = "x"
-
-
-def encode_prefix(tokenizer, prefix: str) -> list[int]:
-    """Token ids of ``prefix`` as they are inside the joined text ``prefix + next step`` (the BPE boundary rule).
-
-    A BPE tokenizer reads trailing whitespace differently at the end of a string than before more text: SmolLM2's
-    reads ``"15.\n\n"`` as ``[..., "ĊĊ"]`` but ``"15.\n\nStep 2"`` as ``[..., "Ċ", "Ċ", "Step", ...]``. A prefix
-    that the policy continues ends at a step separator, and the next step starts with a non-space character, so the
-    context the model should see is the second reading: the prefix is tokenized with a stand-in first character of
-    the next step (``_NEXT_STEP``), whose tokens are then dropped. Prompt and prefix are tokenized apart (the
-    prompt ends with the chat template's special tokens and a newline, a pre-token boundary in every such
-    tokenizer). Tested on SmolLM2's tokenizer: prompt ids + ``encode_prefix(prefix)`` + ids of the rest of the trace
-    equal the ids of the whole joined text, for line and paragraph step separators
-    (tests/generation/test_shared_prefix_bpe.py). A served request (``posttrain serve``, vLLM) tokenizes the
-    rendered text whole instead, as ``apply_chat_template(continue_final_message=True)`` does.
-    """
-    if not prefix:
-        return []
-    if not prefix[-1].isspace():
-        return list(tokenizer(prefix, add_special_tokens=False)["input_ids"])
-    ids = list(tokenizer(prefix + _NEXT_STEP, add_special_tokens=False)["input_ids"])
-    tail = list(tokenizer(_NEXT_STEP, add_special_tokens=False)["input_ids"])
-    if ids[-len(tail) :] != tail:  # the stand-in merged with the whitespace: no clean boundary to keep
-        return list(tokenizer(prefix, add_special_tokens=False)["input_ids"])
-    return ids[: -len(tail)]
-
-
 def encode_request(tokenizer, request: PrefixRequest) -> list[int]:
     """Token ids of prompt + prefix: the prompt as ``encode_prompt`` encodes it, then ``encode_prefix``."""
-    from posttrainlab.generation.transformers_backend import encode_prompt
-
     return encode_prompt(tokenizer, request.prompt) + encode_prefix(tokenizer, request.prefix)
-
-
-def top_p_filter(scores, top_p: float):
-    """``scores`` with tokens outside the top-p nucleus set to -inf (transformers' ``TopPLogitsWarper`` rule).
-
-    >>> import torch
-    >>> top_p_filter(torch.log(torch.tensor([[0.5, 0.3, 0.2]])), 0.7).isinf().tolist()
-    [[False, False, True]]
-    """
-    import torch
-
-    if top_p >= 1.0:
-        return scores
-    sorted_scores, order = torch.sort(scores, descending=False)
-    cumulative = sorted_scores.softmax(dim=-1).cumsum(dim=-1)
-    remove = cumulative <= (1 - top_p)
-    remove[..., -1:] = False  # keep at least the most likely token
-    return scores.masked_fill(remove.scatter(-1, order, remove), float("-inf"))
-
-
-def filter_scores(scores, *, top_k: int = 0, top_p: float = 1.0, min_p: float = 0.0):
-    """``scores`` with tokens outside the top ``top_k`` (0: off), the top-p nucleus and the ``min_p`` floor
-    (probability below ``min_p`` times the likeliest's) set to -inf: transformers' warpers, in their order.
-
-    >>> import torch
-    >>> s = torch.log(torch.tensor([[0.5, 0.3, 0.2]]))
-    >>> [filter_scores(s, **kw).isinf().tolist() for kw in ({"top_k": 1}, {"min_p": 0.5})]
-    [[[False, True, True]], [[False, False, True]]]
-    """
-    import torch
-
-    if 0 < top_k < scores.shape[-1]:
-        kth = torch.topk(scores, top_k, dim=-1).values[..., -1:]
-        scores = scores.masked_fill(scores < kth, float("-inf"))
-    scores = top_p_filter(scores, top_p)
-    if min_p > 0:
-        probs = scores.softmax(dim=-1)
-        scores = scores.masked_fill(probs < min_p * probs.amax(dim=-1, keepdim=True), float("-inf"))
-    return scores
-
-
-def stop_index(text: str, stop: Sequence[str] | None, after: int = 0) -> int | None:
-    """Where ``text`` is cut: the start of the first stop string that ends after ``after`` characters.
-
-    >>> stop_index("a\\nb\\nc", ["\\n"]), stop_index("a\\nb\\nc", ["\\n"], after=2), stop_index("abc", ["x"])
-    (1, 3, None)
-    """
-    found = [i for i in (text.find(s, max(0, after - len(s) + 1)) for s in stop or [] if s) if i >= 0]
-    return min(found, default=None)
-
-
-def check_options(
-    *, top_k: int = 0, min_p: float = 0.0, min_tokens: int = 0, max_new_tokens: int = 64,
-    stop_token_ids: Sequence[int] = (), vocab_size: int | None = None,
-) -> None:  # fmt: skip
-    """``BadInput`` for sampling options beyond ``check_sampling``'s that are out of range."""
-    from posttrainlab.errors import BadInput
-
-    if top_k < -1:
-        raise BadInput(f"top_k={top_k}: must be >= -1 (-1 or 0: all tokens)")
-    if not 0 <= min_p <= 1:
-        raise BadInput(f"min_p={min_p}: must be in [0, 1]")
-    if not 0 <= min_tokens <= max_new_tokens:
-        raise BadInput(f"min_tokens={min_tokens}: must be in 0..max_tokens ({max_new_tokens})")
-    for t in stop_token_ids:
-        if t < 0 or (vocab_size is not None and t >= vocab_size):
-            top = f"0..{vocab_size - 1}" if vocab_size is not None else ">= 0"
-            raise BadInput(f"stop_token_ids: {t} is not a token id of this model ({top})")
-
-
-def _stop_checker(tokenizer, stop: list[str], min_tokens: int) -> Callable[[list[int]], bool]:
-    """Whether a row's tokens so far end in a stop string that counts (``min_tokens``: module docstring)."""
-    window = max(len(s) for s in stop) + 4
-
-    def stopped(tokens: list[int]) -> bool:
-        if len(tokens) <= min_tokens:
-            return False
-        tail = tokenizer.decode(tokens[-window:], skip_special_tokens=True)
-        if not any(s in tail for s in stop):
-            return False
-        return min_tokens == 0 or _cut(tokenizer, tokens, stop, min_tokens) is not None
-
-    return stopped
-
-
-def _cut(tokenizer, tokens: Sequence[int], stop: list[str] | None, min_tokens: int, text: str | None = None):
-    """Where the text of ``tokens`` is cut by a stop string that counts (None: nowhere)."""
-    text = tokenizer.decode(tokens, skip_special_tokens=True) if text is None else text
-    after = len(tokenizer.decode(tokens[:min_tokens], skip_special_tokens=True)) if min_tokens else 0
-    return stop_index(text, stop, after)
 
 
 def sample_shared_prefix(
@@ -325,8 +167,6 @@ def sample_from_ids(
     """
     import torch
 
-    from posttrainlab.generation.transformers_backend import check_sampling, length_sorted_batches
-
     check_sampling(n, temperature, top_p, max_new_tokens)
     vocab = getattr(getattr(model, "config", None), "vocab_size", None)
     check_options(
@@ -350,7 +190,7 @@ def sample_from_ids(
         max_new_tokens=max_new_tokens,
         min_tokens=min_tokens,
         stops=stops,
-        stop_check=_stop_checker(tokenizer, stop, min_tokens) if stop else None,
+        stop_check=stop_checker(tokenizer, stop, min_tokens) if stop else None,
         pad_id=pad_id,
         logprobs=logprobs,
         preallocate=preallocate,
@@ -360,7 +200,7 @@ def sample_from_ids(
             rows = _decode_batch(model, [list(prompts[i]) for i in batch], [seeds[i] for i in batch], decode, stats)
             for j, i in enumerate(batch):
                 mine = [
-                    _sample(tokenizer, *row, stop, min_tokens, stops)
+                    make_sample(tokenizer, *row, stop, min_tokens, stops)
                     for row in rows[j * per_prefix : (j + 1) * per_prefix]
                 ]
                 out[i] = mine * n if greedy else mine
@@ -369,74 +209,6 @@ def sample_from_ids(
     stats.requests += len(prompts)
     stats.sequences += len(prompts) * n
     return out
-
-
-def _sample(tokenizer, tokens: list[int], logprobs, stop, min_tokens: int, stops: set[int]) -> Sample:
-    """A row's :class:`Sample`: its text (stop token dropped, cut at a stop string) and why it ended."""
-    stop_token = tokens[-1] if tokens and tokens[-1] in stops else None
-    text_tokens = tokens[:-1] if stop_token is not None else tokens
-    text = tokenizer.decode(text_tokens, skip_special_tokens=True)
-    cut = _cut(tokenizer, text_tokens, stop, min_tokens, text) if stop else None
-    reason = "stop" if stop_token is not None or cut is not None else "length"
-    lp = tuple(logprobs) if logprobs is not None else None
-    return Sample(text[:cut] if cut is not None else text, tuple(tokens), reason, stop_token, lp)
-
-
-@functools.cache
-def _growing_layer_class():
-    from transformers.cache_utils import DynamicLayer
-
-    class GrowingLayer(DynamicLayer):
-        """A ``DynamicLayer`` whose keys/values live in a buffer with room to grow: appending writes in place.
-
-        ``DynamicLayer.update`` concatenates, copying the whole cache at every decode step (for N rows of a
-        long prefix that copy, not the arithmetic, is most of the decode time on a CPU). Here ``keys`` and
-        ``values`` are views of the filled part of a preallocated buffer.
-        """
-
-        def __init__(self, keys, values, repeats: int, extra: int):
-            super().__init__()
-            rows, heads, length, dim = keys.shape
-            self._k = keys.new_empty(rows * repeats, heads, length + extra, dim)
-            self._v = values.new_empty(rows * repeats, values.shape[1], length + extra, values.shape[-1])
-            self._k.view(rows, repeats, heads, length + extra, dim)[:, :, :, :length] = keys[:, None]
-            self._v.view(rows, repeats, *self._v.shape[1:])[:, :, :, :length] = values[:, None]
-            self.length, self.device, self.is_initialized = length, keys.device, True
-            self._views()
-
-        def _views(self) -> None:
-            self.keys, self.values = self._k[:, :, : self.length], self._v[:, :, : self.length]
-
-        def update(self, key_states, value_states, *args, **kwargs):
-            import torch
-
-            new = key_states.shape[-2]
-            if self.length + new > self._k.shape[-2]:  # out of room: grow (not reached by the sampler)
-                self._k = torch.cat([self._k, torch.empty_like(self._k)], dim=-2)
-                self._v = torch.cat([self._v, torch.empty_like(self._v)], dim=-2)
-            self._k[:, :, self.length : self.length + new] = key_states
-            self._v[:, :, self.length : self.length + new] = value_states
-            self.length += new
-            self._views()
-            return self.keys, self.values
-
-        def batch_select_indices(self, indices) -> None:
-            self._k, self._v = self._k[indices], self._v[indices]
-            self._views()
-
-    return GrowingLayer
-
-
-def _preallocate(cache, repeats: int, extra: int) -> None:
-    """Replace each filled layer of ``cache`` by its ``repeats``-fold expansion, ``extra`` positions longer."""
-    from transformers.cache_utils import DynamicLayer
-
-    layer_class = _growing_layer_class()
-    for i, layer in enumerate(cache.layers):
-        if type(layer) is DynamicLayer and layer.get_seq_length() > 0:
-            cache.layers[i] = layer_class(layer.keys, layer.values, repeats, extra)
-        elif repeats > 1:  # any other kind of layer (sliding window, ...): transformers' own expansion
-            layer.batch_repeat_interleave(repeats)
 
 
 @dataclass(frozen=True)
@@ -465,8 +237,6 @@ def _decode_batch(model, prompts: list[list[int]], seeds: list[int], how: _Decod
     import torch
     from transformers import DynamicCache
 
-    from posttrainlab.generation.transformers_backend import left_pad
-
     device = model.device
     per_prefix = how.per_prefix
     ids, mask = left_pad(prompts, how.pad_id)
@@ -480,7 +250,7 @@ def _decode_batch(model, prompts: list[list[int]], seeds: list[int], how: _Decod
     stats.prefill_positions += int(mask.numel())
     logits = out.logits[:, -1, :].float()
     if how.preallocate:
-        _preallocate(cache, per_prefix, how.max_new_tokens)  # the N-fold expansion, with room for the new tokens
+        preallocate(cache, per_prefix, how.max_new_tokens)  # the N-fold expansion, with room for the new tokens
     elif per_prefix > 1:
         cache.batch_repeat_interleave(per_prefix)
     if per_prefix > 1:
@@ -591,62 +361,19 @@ def sample_continuations(backend, requests: Sequence[PrefixRequest], **kw) -> li
     return continue_with_generate(backend, requests, **kw)
 
 
-@dataclass
-class ForwardCount:
-    """Tokens through a model's forward, split into prefill calls (more than one position) and decode calls."""
-
-    prefill_calls: int = 0
-    prefill_tokens: int = 0
-    prefill_positions: int = 0
-    decode_calls: int = 0
-    decode_tokens: int = 0
-    shapes: list[tuple[int, int]] = field(default_factory=list)
-
-
-@contextlib.contextmanager
-def count_forward_tokens(model) -> Iterator[ForwardCount]:
-    """Count, from outside, what every forward call of ``model`` processes while the block runs.
-
-    A call over more than one position is a prefill: its real tokens (attention mask ones within the
-    new positions) and its padded positions are added up; a one-position call is a decode step.
-    """
-    count = ForwardCount()
-
-    def hook(module, args, kwargs):
-        ids = kwargs.get("input_ids", args[0] if args else None)
-        if ids is None:
-            return
-        rows, width = ids.shape
-        count.shapes.append((rows, width))
-        if width > 1:
-            mask = kwargs.get("attention_mask")
-            count.prefill_calls += 1
-            count.prefill_positions += rows * width
-            count.prefill_tokens += int(mask[:, -width:].sum()) if mask is not None else rows * width
-        else:
-            count.decode_calls += 1
-            count.decode_tokens += rows
-
-    handle = model.register_forward_pre_hook(hook, with_kwargs=True)
-    try:
-        yield count
-    finally:
-        handle.remove()
-
-
 __all__ = [
     "ForwardCount",
     "PrefixRequest",
     "PrefixSampler",
     "Sample",
     "SamplingStats",
+    "check_options",
     "continuation_text",
     "continue_with_generate",
     "count_forward_tokens",
     "derive_seed",
     "encode_prefix",
     "encode_request",
-    "check_options",
     "filter_scores",
     "sample_continuations",
     "sample_from_ids",

@@ -4,15 +4,17 @@ How a call runs, and why:
 
 - **Prompts are rendered once, with the model's own chat template** (``add_generation_prompt=True``),
   so evaluation sees exactly the prompt format SFT trained on; a tokenizer without a chat template
-  falls back to a plain role-prefixed prompt (``plain_chat``). ``render_prompt`` is shared with the
-  log-probability scorer in ``eval.policy``; its ``add_generation_prompt`` and
-  ``continue_final_message`` are ``apply_chat_template``'s (and vLLM's), for ``posttrain serve``.
+  falls back to a plain role-prefixed prompt. Rendering, encoding and batching live in
+  ``generation.prompts`` (``render_prompt``, ``encode_prompt``, ``plain_chat``, ``left_pad``,
+  ``length_sorted_batches``; importable from here too), shared with the shared-prefix sampler, the
+  log-probability scorer in ``eval.policy`` and ``posttrain serve``.
 - **Batches are sorted by prompt length** (longest first) so a batch holds prompts of similar length
   and little compute is spent on padding; the longest batch runs first, so a batch size that does not
   fit in memory fails at once, not at the end. Results come back in prompt order.
 - **Left padding** with an attention mask: every row's last prompt token sits at the same position,
   so the new tokens of all rows are generated in lockstep; transformers derives position ids from
   the mask, so a padded row generates what it would alone (tested: batched == one-at-a-time greedy).
+  The sampling arguments are checked by ``generation.sampling.check_sampling``, as in every backend.
 - **KV cache** (``use_cache=True``): each new token costs one step over one position, not a forward
   pass over the whole sequence. ``bench/bench_generation.py`` measures batched against one-at-a-time.
 - **An explicit generation config**: greedy when ``temperature == 0``; otherwise pure temperature /
@@ -30,7 +32,7 @@ How a call runs, and why:
   ``generate(n=N)`` would encode the prompt N times; ``stats`` adds up the work it did.
 - **Token-id prompts with a seed each** (``sample_ids``, for ``posttrain serve``): the same sampler,
   with vLLM's ``top_k``, ``min_p``, ``min_tokens``, ``stop_token_ids`` and ``ignore_eos``, returning
-  :class:`~posttrainlab.generation.shared_prefix.Sample` (token ids, finish reason): requests with
+  :class:`~posttrainlab.generation.sampling.Sample` (token ids, finish reason): requests with
   different seeds share one call and each gets what it would get alone.
 """
 
@@ -41,101 +43,10 @@ from collections.abc import Sequence
 
 from posttrainlab.errors import BadInput
 from posttrainlab.generation import Prompt, truncate_at_stop
-from posttrainlab.generation.shared_prefix import PrefixRequest, Sample, SamplingStats
+from posttrainlab.generation.prompts import encode_prompt, left_pad, length_sorted_batches, plain_chat, render_prompt
+from posttrainlab.generation.sampling import Sample, SamplingStats, check_sampling, derive_seed
+from posttrainlab.generation.shared_prefix import PrefixRequest, sample_from_ids, sample_shared_prefix
 from posttrainlab.progress import progress_bar
-
-
-def plain_chat(
-    messages: list[dict], *, add_generation_prompt: bool = True, continue_final_message: bool = False
-) -> str:
-    """The fallback prompt for a tokenizer without a chat template: one ``role: content`` line each.
-
-    ``continue_final_message``: the last message is left open (``role:`` then its text, as
-    ``shared_prefix.continuation_text`` writes an assistant prefix).
-
-    >>> plain_chat([{"role": "user", "content": "What is 2 + 3?"}])
-    'user: What is 2 + 3?\\nassistant:'
-    >>> qa = [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "A"}]
-    >>> plain_chat(qa, continue_final_message=True), plain_chat(qa[:1], add_generation_prompt=False)
-    ('user: Q\\nassistant:A', 'user: Q\\n')
-    """
-    if continue_final_message:
-        *closed, last = messages
-        return plain_chat(closed, add_generation_prompt=False) + f"{last['role']}:{last['content']}"
-    return "".join(f"{m['role']}: {m['content']}\n" for m in messages) + ("assistant:" if add_generation_prompt else "")
-
-
-def render_prompt(
-    tokenizer, prompt: Prompt, *, add_generation_prompt: bool = True, continue_final_message: bool = False
-) -> tuple[str, bool]:
-    """The prompt text, and whether it came from the chat template (which then holds any bos token).
-
-    The two options are ``apply_chat_template``'s (a string prompt is used as it is): both true is
-    ``BadInput``, as a final message the template does not reproduce is for ``continue_final_message``.
-    """
-    if isinstance(prompt, str):
-        return prompt, False
-    if add_generation_prompt and continue_final_message:
-        raise BadInput("continue_final_message and add_generation_prompt cannot both be true")
-    if continue_final_message and not prompt:
-        raise BadInput("continue_final_message: there is no final message to continue")
-    options = {"add_generation_prompt": add_generation_prompt, "continue_final_message": continue_final_message}
-    if getattr(tokenizer, "chat_template", None):
-        try:
-            return tokenizer.apply_chat_template(prompt, tokenize=False, **options), True
-        except ValueError as e:  # e.g. a template that rewrites the final message it should continue
-            raise BadInput(f"the chat template cannot render these messages: {e}") from None
-    return plain_chat(prompt, **options), False
-
-
-def encode_prompt(tokenizer, prompt: Prompt, **options) -> list[int]:
-    """Token ids of a rendered prompt (special tokens added only where the chat template did not).
-
-    ``options``: ``render_prompt``'s ``add_generation_prompt`` / ``continue_final_message``.
-    """
-    text, templated = render_prompt(tokenizer, prompt, **options)
-    return list(tokenizer(text, add_special_tokens=not templated)["input_ids"])
-
-
-def length_sorted_batches(lengths: list[int], batch_size: int) -> list[list[int]]:
-    """Indices grouped into batches of similar length, longest first (ties keep input order).
-
-    >>> length_sorted_batches([3, 9, 5, 9, 1], 2)
-    [[1, 3], [2, 0], [4]]
-    """
-    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
-    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
-
-
-def left_pad(sequences: list[list[int]], pad_id: int):
-    """``(input_ids, attention_mask)`` long tensors, each row padded on the left to the longest.
-
-    >>> ids, mask = left_pad([[5, 6, 7], [8]], pad_id=0)
-    >>> ids.tolist(), mask.tolist()
-    ([[5, 6, 7], [0, 0, 8]], [[1, 1, 1], [0, 0, 1]])
-    """
-    import torch
-
-    width = max(len(s) for s in sequences)
-    ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(sequences), width), dtype=torch.long)
-    for row, seq in enumerate(sequences):
-        if seq:
-            ids[row, width - len(seq) :] = torch.tensor(seq, dtype=torch.long)
-            mask[row, width - len(seq) :] = 1
-    return ids, mask
-
-
-def check_sampling(n: int, temperature: float, top_p: float, max_new_tokens: int) -> None:
-    """``BadInput`` for sampling arguments outside their range (shared by every backend)."""
-    if n < 1:
-        raise BadInput(f"n={n}: the number of completions per prompt must be at least 1")
-    if temperature < 0:
-        raise BadInput(f"temperature={temperature}: must be >= 0 (0 is greedy)")
-    if not 0 < top_p <= 1:
-        raise BadInput(f"top_p={top_p}: must be in (0, 1]")
-    if max_new_tokens < 1:
-        raise BadInput(f"max_new_tokens={max_new_tokens}: must be at least 1")
 
 
 class TransformersBackend:
@@ -257,8 +168,6 @@ class TransformersBackend:
         pass; with arith-v1's ~180-token prompts that prefill is most of the work (8x slower for n=16 on
         the tiny model). Prompt ``i`` samples from its own generator, seeded ``derive_seed(seed, i)``.
         """
-        from posttrainlab.generation.shared_prefix import derive_seed
-
         requests = [PrefixRequest(p, "", derive_seed(seed, i)) for i, p in enumerate(prompts)]
         sampling = {"n": n, "temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens, "stop": stop}
         with progress_bar(self.progress) as bar:
@@ -266,8 +175,6 @@ class TransformersBackend:
             return self._shared_prefix(requests, sampling, on_batch=lambda k: bar.advance(task, k))
 
     def _shared_prefix(self, requests, sampling: dict, on_batch=None) -> list[list[str]]:
-        from posttrainlab.generation.shared_prefix import sample_shared_prefix
-
         return sample_shared_prefix(
             self.model,
             self.tokenizer,
@@ -286,8 +193,6 @@ class TransformersBackend:
         ``top_p``, ``top_k``, ``min_p``, ``max_new_tokens``, ``min_tokens``, ``stop``, ``stop_token_ids``,
         ``ignore_eos``, ``logprobs``).
         """
-        from posttrainlab.generation.shared_prefix import sample_from_ids
-
         return sample_from_ids(
             self.model,
             self.tokenizer,
@@ -315,3 +220,16 @@ class TransformersBackend:
         """
         sampling = {"n": n, "temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens, "stop": stop}
         return self._shared_prefix(requests, sampling)
+
+
+# The prompt helpers and check_sampling moved to generation.prompts / generation.sampling; callers
+# (eval.policy, label, serve, the other backends) still import them from here.
+__all__ = [
+    "TransformersBackend",
+    "check_sampling",
+    "encode_prompt",
+    "left_pad",
+    "length_sorted_batches",
+    "plain_chat",
+    "render_prompt",
+]

@@ -5,8 +5,8 @@ raises ``BadInput`` with one line saying so, and nothing else in posttrainlab ne
 written by hand because it only maps the ``SamplingBackend`` arguments onto vLLM's ``SamplingParams``
 (``n``, ``temperature``, ``top_p``, ``max_tokens``, ``seed``, ``stop``, ``top_k=-1``):
 
-- prompts are rendered with the model's chat template (``render_prompt``, as the transformers backend
-  does) and passed as token ids, so both backends see the same tokens;
+- prompts are rendered with the model's chat template (``generation.prompts``, as the transformers
+  backend does) and passed as token ids, so both backends see the same tokens;
 - ``enable_prefix_caching=True``: the KV blocks of a prompt are computed once and shared, between the
   ``n`` samples of a request and between the prefixes of one trace (prefix ``i + 1`` extends prefix
   ``i``), which is what Monte-Carlo labelling needs (``sample_continuations``);
@@ -22,7 +22,8 @@ from typing import Any
 
 from posttrainlab.errors import BadInput
 from posttrainlab.generation import Prompt, truncate_at_stop
-from posttrainlab.generation.shared_prefix import PrefixRequest, derive_seed, encode_request
+from posttrainlab.generation.sampling import check_sampling, derive_seed
+from posttrainlab.generation.shared_prefix import PrefixRequest, encode_request
 
 MISSING = "vllm is not installed: `pip install vllm` on a machine with a CUDA GPU, or use --backend transformers"
 
@@ -109,8 +110,6 @@ class VLLMBackend:
         stop: list[str] | None = None,
     ) -> list[list[str]]:
         """``n`` completions for each prompt, in prompt order (see ``posttrainlab.generation``)."""
-        from posttrainlab.generation.transformers_backend import check_sampling
-
         check_sampling(n, temperature, top_p, max_new_tokens)
         params = [
             self._params(n, temperature, top_p, max_new_tokens, derive_seed(seed, i), stop) for i in range(len(prompts))
@@ -128,8 +127,6 @@ class VLLMBackend:
         stop: list[str] | None = None,
     ) -> list[list[str]]:
         """``n`` continuations of each request's prefix; vLLM's prefix cache shares the prefix's KV blocks."""
-        from posttrainlab.generation.transformers_backend import check_sampling
-
         check_sampling(n, temperature, top_p, max_new_tokens)
         if not requests:
             return []

@@ -17,7 +17,7 @@ regenerated    the first answer was rejected; a later one was accepted (``repair
 failed         no acceptable answer in ``max_attempts``: ``spans`` is null, never a clean row
 =============  ==========================================================================
 
-Why it is built this way (the same conventions as ``eval.judge``, whose pieces it reuses):
+Why it is built this way (the same conventions as ``eval.judge``):
 
 - **Resumable**: one JSON line per finished row in ``OUT/annotations.jsonl``, appended and flushed by
   the main thread only, each with its row ``index`` and a ``key`` (hash of question and steps).
@@ -27,11 +27,12 @@ Why it is built this way (the same conventions as ``eval.judge``, whose pieces i
   so no row is ever written twice).
 - **Concurrent**: a thread pool of ``num_threads`` requests; results are written as they finish and
   read back in row order, so 1 or 32 threads give the same files.
-- **Endpoint faults** (connection refused, timeout, 408/409/429/5xx) are retried with exponential
-  backoff by ``judge_client``'s request machinery; a fault that persists stops the run (exit 1) with
-  the finished rows kept. An outage never becomes a row.
+- **Endpoint faults** (connection refused, timeout, 408/409/429/5xx) are retried by the ``openai``
+  client (``generation.endpoint``: its backoff, honouring ``Retry-After``); a fault that persists
+  stops the run (exit 1) with the finished rows kept (``data.pool``). An outage never becomes a row.
 
-Written by hand: the protocol is SHARP's; the HTTP client and its retries are the judge harness's.
+Written by hand: the protocol is SHARP's; the HTTP client is the judge harness's, the run file
+(``data.runfile``) and thread pool (``data.pool``) those of every resumable run.
 """
 
 from __future__ import annotations
@@ -47,9 +48,9 @@ from typing import Any
 from posttrainlab.data.formats.hal import HalMarkupError
 from posttrainlab.data.formats.readers import iter_rows
 from posttrainlab.data.jsonl import append_jsonl
+from posttrainlab.data.pool import run_pool
+from posttrainlab.data.runfile import finished_records, has_row_index
 from posttrainlab.errors import BadInput
-from posttrainlab.eval.judge import finished_records as shared_finished_records
-from posttrainlab.eval.judge import has_row_index, run_pool
 from posttrainlab.eval.judge_client import (
     REJECTED_TEXT_CHARS,
     ChatClient,
@@ -288,17 +289,17 @@ def make_record(index: int, row: dict[str, Any], outcome: dict[str, Any], model_
     }
 
 
-def finished_records(
+def _finished(
     path: Path, rows: list[dict[str, Any]], model_name: str, *, retry_failed: bool = False
 ) -> tuple[dict[int, dict[str, Any]], list[str]]:
-    """Finished records by row index, checked against ``rows``; failed ones removed when retrying them."""
+    """Finished records by row index (``data.runfile.finished_records``); failed ones removed when retrying."""
 
     def check(rec: dict[str, Any]) -> str | None:
         if not has_row_index(rec):
             return "no row index"
         return None if rec.get("status") in STATUSES else f"unknown status {rec.get('status')!r}"
 
-    return shared_finished_records(
+    return finished_records(
         path,
         rows,
         check=check,
@@ -347,13 +348,16 @@ def run_annotate(
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     run_file = out / RUN_FILE
-    done, notes = finished_records(run_file, rows, cfg.model_name, retry_failed=cfg.retry_failed)
+    done, notes = _finished(run_file, rows, cfg.model_name, retry_failed=cfg.retry_failed)
     if skipped:
         notes.append(f"{skipped} solution(s) without any step skipped (nothing to annotate)")
     pending = [i for i in range(len(rows)) if i not in done]
     resumed = len(rows) - len(pending)
     if client is None and pending:
-        client = OpenAIChatClient(cfg.model_url, cfg.model_name, api_key=cfg.api_key, timeout_s=cfg.timeout_s)
+        retries = cfg.retry.http_retries
+        client = OpenAIChatClient(
+            cfg.model_url, cfg.model_name, api_key=cfg.api_key, timeout_s=cfg.timeout_s, max_retries=retries
+        )
     policy = RetryPolicy(
         answer_retries=cfg.max_attempts - 1,
         first_temperature=cfg.retry.first_temperature,

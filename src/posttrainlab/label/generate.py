@@ -37,7 +37,6 @@ Written by hand: SHARP's generation settings and the arith-v1 step rules are thi
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -89,38 +88,17 @@ def _question(row: dict[str, Any]) -> str | None:
     return None
 
 
-def _manifest_source(spec: str) -> tuple[list[dict[str, Any]], str, str] | None:
-    """``(records, dataset, split)`` when ``spec`` is a split of a manifest-backed dataset, else None."""
-    from posttrainlab.data import loading
-    from posttrainlab.data.jsonl import read_jsonl
-    from posttrainlab.data.manifest import load_manifest
-
-    if spec.startswith("hf://"):
-        return None
-    ref = loading.parse_data_path(spec)
-    path = Path(ref.location)
-    if ref.on_hub or not path.exists():
-        return None
-    if path.is_dir():
-        root = path
-    else:
-        root = loading._manifest_root(path)
-        if root is None or path.resolve().relative_to(root).as_posix() not in load_manifest(root)["files"]:
-            return None
-    file = loading.split_file(spec)
-    dataset = load_manifest(root).get("dataset") or root.name
-    return read_jsonl(file), str(dataset), file.stem
-
-
 def load_problems(data: str, limit: int | None = None) -> list[dict[str, Any]]:
     """``{id, source, source_split, question, answer}`` for each problem of ``data`` (module docstring)."""
-    found = _manifest_source(data)
-    if found is not None:
-        records, source, split = found
-    else:
-        from posttrainlab.data.formats.readers import iter_rows
+    from posttrainlab.data.formats.readers import iter_rows
+    from posttrainlab.data.loading import row_source
+    from posttrainlab.data.manifest import load_manifest
 
-        records = list(iter_rows(data))
+    found = row_source(data)
+    records = list(iter_rows(found.path))
+    if found.root is not None:
+        source, split = str(load_manifest(found.root).get("dataset") or found.root.name), found.split
+    else:
         name = data.rstrip("/").rsplit("/", 1)[-1]
         stem = re.sub(r"\.(jsonl|json|parquet)$", "", name)
         source = stem
@@ -205,29 +183,23 @@ class GenerateConfig:
 
 
 def make_backend(cfg: GenerateConfig):
-    """The policy's backend: ``generation.factory.make_backend`` when it exists, else the transformers one."""
-    if importlib.util.find_spec("posttrainlab.generation.factory") is not None:
-        from posttrainlab.generation.factory import make_backend as factory
+    """The policy's backend, by ``generation.factory.make_backend`` (``--backend``)."""
+    from posttrainlab.generation.factory import make_backend as factory
 
-        extra = {"progress": False} if cfg.backend == "transformers" else {}  # run_generate shows its own bar
-        return factory(
-            cfg.model,
-            backend=cfg.backend,
-            base_url=cfg.model_url,
-            api_key=cfg.api_key,
-            batch_size=cfg.batch_size,
-            **extra,
-        )
-    if cfg.backend != "transformers":
-        raise BadInput(f"--backend {cfg.backend}: only 'transformers' is available in this install")
-    from posttrainlab.generation.transformers_backend import TransformersBackend
-
-    return TransformersBackend.from_pretrained(cfg.model, batch_size=cfg.batch_size, progress=False)
+    extra = {"progress": False} if cfg.backend == "transformers" else {}  # run_generate shows its own bar
+    return factory(
+        cfg.model,
+        backend=cfg.backend,
+        base_url=cfg.model_url,
+        api_key=cfg.api_key,
+        batch_size=cfg.batch_size,
+        **extra,
+    )
 
 
 def _finished(path: Path, problems: list[dict[str, Any]], k: int) -> set[str]:
     """Problem ids with all k samples in the run file (a cut last line is dropped by ``read_run_file``)."""
-    from posttrainlab.eval.judge import read_run_file
+    from posttrainlab.data.runfile import read_run_file
 
     records, _ = read_run_file(path)
     by_id: dict[str, set[int]] = {}
@@ -252,7 +224,7 @@ def _check_settings(out: Path, cfg: GenerateConfig) -> None:
 
 def read_generations(path: Path) -> list[dict[str, Any]]:
     """The complete rows of a run file, one per (problem, sample), in file order, first copy kept."""
-    from posttrainlab.eval.judge import read_run_file
+    from posttrainlab.data.runfile import read_run_file
 
     records, _ = read_run_file(path)
     rows, seen = [], set()

@@ -57,13 +57,12 @@ from posttrainlab.data.formats.hal import (
     parse_hal,
     piece_bounds,
 )
+from posttrainlab.data.formats.sharp import STEP_SEP  # the separator between the steps the judge annotates
 
 #: Least ``SequenceMatcher.ratio()`` of a repaired answer against its source (module docstring).
 MIN_RATIO = 0.95
 #: Least share of each source step's characters the answer must reproduce (module docstring).
 MIN_STEP_COVERAGE = 0.5
-#: The separator between steps in the text the judge annotates (the SHARP generation prompt's).
-STEP_SEP = "\n\n"
 
 _THINK = re.compile(r"<think>.*?</think>", re.S)
 _FENCE = re.compile(r"\A```[A-Za-z0-9_-]*\n(.*)\n```\Z", re.S)

@@ -201,7 +201,7 @@ def write_views(views: dict[str, dict[str, list[dict[str, Any]]]], summary: dict
 
 def load_records(path: str | Path) -> list[dict[str, Any]]:
     """Annotation records from a run file (or the folder holding ``annotations.jsonl``), in row order."""
-    from posttrainlab.eval.judge import read_run_file
+    from posttrainlab.data.runfile import read_run_file
     from posttrainlab.label.annotate import RUN_FILE, STATUSES
 
     path = Path(path)

@@ -3,14 +3,14 @@
 ``load_causal_lm(path)`` returns ``(model, tokenizer)`` for the tiny model's folder, a trained
 checkpoint, or a Hub id such as ``Qwen/Qwen2.5-0.5B-Instruct``. Why it is written this way:
 
-- **One-line failures (DESIGN.md exit codes).** A local path that is not a model folder (missing, or
+- **One-line failures (docs/design.md exit codes).** A local path that is not a model folder (missing, or
   no ``config.json``) is ``BadInput`` at once, before transformers is imported. A Hub id where the
   Hub cannot be reached is ``HubUnavailable`` in one line: with ``HF_HUB_OFFLINE`` set only the local
   cache is tried (``local_files_only``); otherwise one plain GET of the model's metadata goes first,
   without retries and with a short timeout, because ``from_pretrained`` answers a dead network with
   retries and back-off and then a multi-line error (the same reasoning as ``data.hub``, whose
   environment and error helpers this module reuses).
-- **Never unpickle (DESIGN.md reliability).** Weights load with ``use_safetensors=True``: a repo
+- **Never unpickle (docs/design.md reliability).** Weights load with ``use_safetensors=True``: a repo
   that ships only ``pytorch_model.bin`` is refused with a one-line reason, not ``torch.load``-ed.
   ``trust_remote_code`` is passed through only when the caller sets it.
 - **No weights made up (``load_weights``).** ``from_pretrained`` fills a tensor the checkpoint lacks
@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from posttrainlab.data import hub
-from posttrainlab.errors import BadInput, HubUnavailable
+from posttrainlab.errors import BadInput, HubUnavailable, one_line
 
 #: dtype names accepted by ``load_causal_lm`` (``auto`` keeps the checkpoint's own dtype).
 DTYPES = ("float32", "bfloat16", "float16", "auto")
@@ -61,21 +61,26 @@ def check_folder(path: str) -> Path:
 
 
 def probe_model(repo_id: str) -> str | None:
-    """One GET of the model's Hub metadata; the reason it failed for lack of a network, else None.
+    """One GET of the model's Hub metadata (``data.hub.probe_repo``); why it got no answer, else None.
 
     ``BadInput`` when the Hub answers that the repo does not exist (or is private/gated).
     """
     endpoint = hub.hub_endpoint()
     try:
-        response = hub.probe_get(f"{endpoint}/api/models/{repo_id}/revision/main")
+        hub.probe_repo(repo_id, repo_type="model", revision="main", endpoint=endpoint)
     except hub.Unreachable as e:
         return f"cannot reach the Hugging Face Hub at {endpoint} ({e})"
-    if response.status_code in (401, 404):
-        raise BadInput(f"{repo_id}: no such model folder, and no such model on {endpoint} (private? set HF_TOKEN)")
-    if response.status_code == 403:
-        raise BadInput(f"{repo_id}: access denied by {endpoint} (gated model? accept its terms, set HF_TOKEN)")
-    if response.status_code >= 400:
-        return f"the Hub at {endpoint} answered HTTP {response.status_code}"
+    except Exception as e:
+        kind = hub.refusal(e)
+        if kind == "denied":
+            raise BadInput(
+                f"{repo_id}: access denied by {endpoint} (gated model? accept its terms, set HF_TOKEN)"
+            ) from None
+        if kind is not None:
+            raise BadInput(
+                f"{repo_id}: no such model folder, and no such model on {endpoint} (private? set HF_TOKEN)"
+            ) from None
+        raise
     return None
 
 
@@ -182,7 +187,7 @@ def _from_pretrained(source: str, *, local_only: bool, trust_remote_code: bool, 
 
 def one_line_load_error(path: str, exc: Exception, *, local_only: bool, offline_reason: str | None):
     """Map a ``from_pretrained`` failure to ``BadInput``/``HubUnavailable``, or ``None`` to re-raise."""
-    text = hub.one_line(exc, limit=200)
+    text = one_line(exc, limit=200)
     if "safetensors" in text and ("no file named" in text or "does not appear to have" in text):
         return BadInput(f"{path}: no safetensors weights (posttrainlab never unpickles .bin checkpoints)")
     if type(exc).__name__ == "SafetensorError":

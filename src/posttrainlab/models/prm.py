@@ -1,11 +1,11 @@
 """Process reward models: the one prompt format, the two heads, the Qwen2.5-Math-PRM layout, loading.
 
 Hand-written because nothing else covers it: TRL removed its PRM trainer, ``transformers`` has no
-class for Qwen2.5-Math-PRM (it ships as remote code, which DESIGN.md forbids unless the user asks),
+class for Qwen2.5-Math-PRM (it ships as remote code, which docs/design.md forbids unless the user asks),
 and the scoring side must read exactly the positions the training side labelled. So the format lives
 here once (``format_solution``) and both ``posttrainlab.train.prm`` and ``posttrainlab.prm.PRM`` call it.
 
-**Format** (DESIGN.md "PRM conventions", Qwen2.5-Math-PRM's usage): one sequence per solution, each
+**Format** (docs/design.md "PRM conventions", Qwen2.5-Math-PRM's usage): one sequence per solution, each
 step followed by the separator (default ``<extra_0>``, a special token, so tokenisation splits on it).
 
 - with a chat template (``spec.chat``): the tokenizer's template over
@@ -33,7 +33,8 @@ the separator count would no longer name the steps.
 (b) ``Qwen2ForProcessRewardModel`` (Qwen2 backbone ``model.*``, ``score.0`` Linear -> ReLU ->
 ``score.2`` Linear to 2 classes), natively from safetensors; (c) a causal LM with a ``prm_config.json``
 saying ``head: verdict``. ``prm_config.json`` (written by ``posttrain train prm``) also fixes the
-separator, chat/plain and system prompt; without it (a, b) the defaults above apply.
+separator, chat/plain and system prompt; without it (a, b) the defaults above apply. Its schema
+(``PRMSpec``) and the list of heads live in ``models/prm_spec.py``, which needs no torch.
 
 **Weights** are the checkpoint's or nothing: a scoring load (``load_prm``) refuses a checkpoint that
 lacks a tensor the model needs or holds one in another shape (``BadInput`` naming them), where
@@ -49,7 +50,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -59,64 +60,12 @@ from transformers.modeling_outputs import TokenClassifierOutput
 from transformers.models.qwen2.modeling_qwen2 import Qwen2Config, Qwen2Model, Qwen2PreTrainedModel
 
 from posttrainlab.errors import BadInput
+from posttrainlab.models.prm_spec import DEFAULT_SEPARATOR, DEFAULT_SYSTEM, HEADS, PRM_CONFIG, PRMSpec
 
 log = logging.getLogger(__name__)
 
-PRM_CONFIG = "prm_config.json"
-HEADS = ("token-cls", "verdict")
-DEFAULT_SEPARATOR = "<extra_0>"
-#: Qwen2.5-Math-PRM's system prompt (its model card's usage example).
-DEFAULT_SYSTEM = "Please reason step by step, and put your final answer within \\boxed{}."
 QWEN_PRM = "Qwen2ForProcessRewardModel"
 LABELS = {0: "wrong", 1: "correct"}
-
-
-@dataclass(frozen=True)
-class PRMSpec:
-    """How a PRM reads a solution; saved as ``prm_config.json`` beside the weights."""
-
-    head: str = "token-cls"  # token-cls | verdict
-    separator: str = DEFAULT_SEPARATOR
-    chat: bool = True  # format with the tokenizer's chat template (False: plain)
-    system_prompt: str = DEFAULT_SYSTEM
-    yes_token: str = "+"  # verdict head only: the token whose probability is the reward
-    no_token: str = "-"
-
-    @classmethod
-    def from_dict(cls, data: Any, where: str) -> PRMSpec:
-        known = {f.name: f.type for f in fields(cls)}
-        if not isinstance(data, dict):
-            raise BadInput(f"{where}: expected a JSON object")
-        extra = sorted(set(data) - set(known))
-        if extra:
-            raise BadInput(f"{where}: unknown key(s) {', '.join(extra)}; known: {', '.join(known)}")
-        spec = cls(**data)
-        if spec.head not in HEADS:
-            raise BadInput(f"{where}: head {spec.head!r}: choose one of {', '.join(HEADS)}")
-        for name in ("separator", "system_prompt", "yes_token", "no_token"):
-            if not isinstance(getattr(spec, name), str):
-                raise BadInput(f"{where}: {name} must be a string")
-        if not isinstance(spec.chat, bool):
-            raise BadInput(f"{where}: chat must be true or false")
-        return spec
-
-
-def read_spec(folder: str | os.PathLike) -> PRMSpec | None:
-    """The ``prm_config.json`` of a local folder, or ``None`` when it has none."""
-    path = Path(folder) / PRM_CONFIG
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        raise BadInput(f"{path}: not readable JSON ({e})") from None
-    return PRMSpec.from_dict(data, str(path))
-
-
-def write_spec(spec: PRMSpec, folder: str | os.PathLike) -> None:
-    from posttrainlab.data.atomic import write_text
-
-    write_text(Path(folder) / PRM_CONFIG, json.dumps(asdict(spec), indent=2) + "\n")
 
 
 # ---------------------------------------------------------------------------------------------- format

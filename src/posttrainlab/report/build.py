@@ -12,7 +12,7 @@ the two reports identical.
     RUN/eval/<method>/metrics.json        accuracy, per category, with 95% intervals; outcome shares; ...
 
 Any of these may be missing; its section is left out. A folder holding none of them is bad input. The
-outputs are replaced atomically (DESIGN.md "Reliability conventions").
+outputs are replaced atomically (docs/design.md "Reliability conventions").
 """
 
 from __future__ import annotations
@@ -27,11 +27,11 @@ from posttrainlab.data.atomic import check_output_folder, staging_dir, write_tex
 from posttrainlab.errors import BadInput
 from posttrainlab.report import plots
 from posttrainlab.report.plots import METHODS, OUTCOMES, Stat, finite, method_label, ordered, stat, sub
-from posttrainlab.report.render import Block, figure, heading, paragraph, table, to_html, to_markdown
+from posttrainlab.report.render import Block, heading, image, paragraph, table, to_html, to_markdown
 
 
 @dataclass
-class Run:
+class RunFolder:
     """The parsed contents of a run folder (empty where a file is missing)."""
 
     path: Path
@@ -66,12 +66,12 @@ def _read_log(path: Path) -> list[dict]:
     return rows
 
 
-def load_run(run_dir: str | Path) -> Run:
+def load_run(run_dir: str | Path) -> RunFolder:
     """Read a run folder; ``BadInput`` if it is absent or holds no run file at all."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise BadInput(f"{run_dir}: {'not a folder' if run_dir.exists() else 'no such run folder'}")
-    run = Run(run_dir)
+    run = RunFolder(run_dir)
     if (run_dir / "run.json").is_file():
         run.info = _read_json(run_dir / "run.json")
     if (run_dir / "base" / "pretrain.json").is_file():
@@ -186,7 +186,7 @@ def what_changed(metrics: dict[str, dict]) -> list[str]:
     return lines
 
 
-def figures(run: Run) -> dict[str, bytes]:
+def figures(run: RunFolder) -> dict[str, bytes]:
     """Every plot the run's files allow, by file stem (``training_sft``, ``category_accuracy``, ...)."""
     out = {}
     curves = dict(run.logs)
@@ -203,7 +203,7 @@ def figures(run: Run) -> dict[str, bytes]:
     return {k: v for k, v in out.items() if v is not None}
 
 
-def blocks(run: Run, images: list[str]) -> list[Block]:
+def blocks(run: RunFolder, images: list[str]) -> list[Block]:
     """The whole report, in order; ``images`` names the plots that exist."""
     info, metrics = run.info, run.metrics
     out = [heading(f"posttrain quickstart report: {run.path.name}", 1)]
@@ -228,7 +228,7 @@ def blocks(run: Run, images: list[str]) -> list[Block]:
     curves = [n for n in images if n.startswith("training_")]
     if curves:
         out.append(heading("Training curves"))
-        out += [figure(n, _curve_caption(n.removeprefix("training_"))) for n in curves]
+        out += [image(n, _curve_caption(n.removeprefix("training_"))) for n in curves]
     out += _base_section(run.pretrain)
     out += _timings_section(info.get("stages"))
     return out
@@ -254,7 +254,7 @@ def _accuracy_section(metrics: dict[str, dict], images: list[str]) -> list[Block
         table(["method", "accuracy [95% CI]", "correct / n", "format rate", "eval requests/s"], rows),
     ]
     if "category_accuracy" in images:
-        out.append(figure("category_accuracy", "Accuracy overall and per category, methods side by side"))
+        out.append(image("category_accuracy", "Accuracy overall and per category, methods side by side"))
     cats = ordered({c for m in metrics.values() for c in sub(m, "per_category")}, CATEGORIES)
     if cats:
         rows = [[c] + [with_ci(stat(sub(m, "per_category").get(c))) for m in metrics.values()] for c in cats]
@@ -270,7 +270,7 @@ def _outcome_section(metrics: dict[str, dict], images: list[str]) -> list[Block]
     rows = [[method_label(m)] + [pct(value(s.get(k))) for k in kinds] for m, s in shares.items()]
     out = [heading("Outcome types"), table(["method", *kinds], rows)]
     if "outcome_shares" in images:
-        out.append(figure("outcome_shares", "Outcome types per method"))
+        out.append(image("outcome_shares", "Outcome types per method"))
     return out
 
 
@@ -288,7 +288,7 @@ def _preference_section(metrics: dict[str, dict], images: list[str]) -> list[Blo
         table(["corruption", *map(method_label, prefs)], rows),
     ]
     if "preference_accuracy" in images:
-        out.append(figure("preference_accuracy", "Preference accuracy per corruption type"))
+        out.append(image("preference_accuracy", "Preference accuracy per corruption type"))
     return out
 
 
@@ -332,7 +332,7 @@ def _prm_section(m: dict, images: list[str]) -> list[Block]:
         table(["metric", "value"], rows),
     ]
     if "prm_reliability" in images:
-        out.append(figure("prm_reliability", "PRM reliability: predicted P(correct) against the observed share"))
+        out.append(image("prm_reliability", "PRM reliability: predicted P(correct) against the observed share"))
     return out
 
 
@@ -356,7 +356,7 @@ def _bon_section(b: dict, images: list[str]) -> list[Block]:
         table(["selector", *[f"N={n}" for n in ns]], rows),
     ]
     if "best_of_n" in images:
-        out.append(figure("best_of_n", "Best-of-N accuracy against N"))
+        out.append(image("best_of_n", "Best-of-N accuracy against N"))
     return out
 
 

@@ -2,7 +2,7 @@
 
 PNG bytes rather than figures because the report uses one rendering twice: written beside
 ``report.md`` and embedded in ``report.html`` as a data URI. Matplotlib is imported only inside the
-functions (DESIGN.md "Layers": importing ``posttrainlab.report`` stays cheap) and figures are drawn on
+functions (docs/design.md "Layers": importing ``posttrainlab.report`` stays cheap) and figures are drawn on
 an explicit Agg canvas, not through pyplot, so no global backend is switched and no display is needed.
 A function returns ``None`` when its input holds nothing to draw, and the report leaves that plot out.
 

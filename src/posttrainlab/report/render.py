@@ -40,7 +40,7 @@ def table(header: list[str], rows: list[list[str]]) -> Block:
     return Block("table", header=tuple(header), rows=tuple(tuple(r) for r in rows))
 
 
-def figure(name: str, alt: str) -> Block:
+def image(name: str, alt: str) -> Block:
     """The plot ``report_files/<name>.png``, with ``alt`` as its caption."""
     return Block("img", alt, image=name)
 

@@ -1,6 +1,6 @@
 """What ``posttrain serve`` takes in a request, and what it refuses: every field is used or named in a 400.
 
-Hand-written because the policy is this server's own (DESIGN.md, "Reliability conventions": a field
+Hand-written because the policy is this server's own (docs/design.md, "Reliability conventions": a field
 that would change the output is refused, never dropped). Each top-level field of a request is in
 exactly one of these sets:
 

@@ -106,9 +106,7 @@ def assistant(text: str) -> list[dict[str, str]]:
 
 
 def training_arguments(optim: OptimConfig, output_dir: str) -> dict[str, Any]:
-    """The TrainingArguments fields every recipe sets the same way."""
-    import torch
-
+    """The TrainingArguments fields every recipe sets the same way, from its ``optim`` and ``output_dir``."""
     return {
         "output_dir": output_dir,
         "num_train_epochs": optim.epochs,
@@ -121,18 +119,50 @@ def training_arguments(optim: OptimConfig, output_dir: str) -> dict[str, Any]:
         "weight_decay": optim.weight_decay,
         "max_grad_norm": optim.max_grad_norm,
         "logging_steps": optim.logging_steps,
-        "save_strategy": "steps",
         "save_steps": optim.save_steps,
         "save_total_limit": optim.save_total_limit,
         "seed": optim.seed,
         "data_seed": optim.seed,
+        # set explicitly: TRL's configs default the deprecated `gradient_checkpointing` alias to True
+        "activation_checkpointing": optim.activation_checkpointing,
+    }
+
+
+def default_arguments() -> dict[str, Any]:
+    """The TrainingArguments values every trainer gets that no recipe field sets; ``trainer_args`` replaces them."""
+    import torch
+
+    return {
+        "save_strategy": "steps",
         "report_to": ["tensorboard"],
         "use_cpu": not torch.cuda.is_available(),
         "dataloader_num_workers": 0,
         "bf16": torch.cuda.is_available() and torch.cuda.is_bf16_supported(),
-        # set explicitly: TRL's configs default the deprecated `gradient_checkpointing` alias to True
-        "activation_checkpointing": optim.activation_checkpointing,
     }
+
+
+def trainer_kwargs(config_cls, recipe, own: dict[str, Any], fixed: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The keyword arguments of ``config_cls`` (``trl.SFTConfig``, ``DPOConfig``, ``GRPOConfig`` or
+    ``transformers.TrainingArguments``) for ``recipe``, checked before any model is loaded.
+
+    The shared fields (``training_arguments``) and the trainer's ``own`` (from recipe fields: ``max_length``,
+    ``beta``...), then ``default_arguments`` and the trainer's ``fixed`` values (no field sets them), then the
+    recipe's ``trainer_args`` as they are. A ``trainer_args`` key that ``config_cls`` has no field for, or that a
+    recipe field sets (one place per setting), is a one-line ``BadInput`` naming it.
+    """
+    from dataclasses import fields
+
+    from_fields = training_arguments(recipe.optim, recipe.output_dir) | own
+    known = {f.name for f in fields(config_cls)}
+    for key in recipe.trainer_args:
+        if key not in known:
+            raise BadInput(f"trainer_args.{key}: not an argument of {config_cls.__name__}")
+        if key in from_fields:
+            raise BadInput(
+                f"trainer_args.{key}: a recipe field sets it (now {from_fields[key]!r}; see --print-config); "
+                "change that field instead"
+            )
+    return from_fields | default_arguments() | (fixed or {}) | recipe.trainer_args
 
 
 def peft_config(lora: LoraSwitch):
@@ -173,10 +203,11 @@ def _is_earlier_run(folder: Path) -> bool:
 
 
 def _flat(config: Any, prefix: str = "") -> dict[str, Any]:
-    """A nested mapping as ``{"optim.learning_rate": 0.001, ...}``."""
+    """A nested mapping as ``{"optim.learning_rate": 0.001, ...}``; an empty one adds no key, so ``trainer_args: {}``
+    equals a ``recipe.yaml`` written before the field existed."""
     out: dict[str, Any] = {}
     for key, value in config.items():
-        if isinstance(value, dict) and value:
+        if isinstance(value, dict):
             out |= _flat(value, f"{prefix}{key}.")
         else:
             out[f"{prefix}{key}"] = value

@@ -18,7 +18,7 @@ from posttrainlab.train.common import (
     load_records,
     resolve_model,
     run_trainer,
-    training_arguments,
+    trainer_kwargs,
     trl_trainer,
     user,
 )
@@ -38,6 +38,8 @@ def build_trainer(recipe: DPORecipe, records: list[dict] | None = None):
 
     from posttrainlab.models.loading import load_causal_lm
 
+    own = {"beta": recipe.beta, "loss_type": [recipe.loss_type], "max_length": recipe.max_length}
+    kwargs = trainer_kwargs(DPOConfig, recipe, own)
     check_model(recipe.model)
     check_model(recipe.ref_model)
     records = load_records(recipe.dataset) if records is None else records
@@ -45,12 +47,7 @@ def build_trainer(recipe: DPORecipe, records: list[dict] | None = None):
     ref = None
     if recipe.ref_model:
         ref, _ = load_causal_lm(resolve_model(recipe.ref_model), trust_remote_code=recipe.trust_remote_code)
-    args = DPOConfig(
-        **training_arguments(recipe.optim, recipe.output_dir),
-        beta=recipe.beta,
-        loss_type=[recipe.loss_type],
-        max_length=recipe.max_length,
-    )
+    args = DPOConfig(**kwargs)
     trainer = trl_trainer(DPOTrainer, recipe, model, tokenizer, args, dpo_rows(records), ref_model=ref)
     return trainer, len(records)
 

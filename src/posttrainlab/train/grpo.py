@@ -17,7 +17,7 @@ from posttrainlab.train.common import (
     load_policy,
     load_records,
     run_trainer,
-    training_arguments,
+    trainer_kwargs,
     trl_trainer,
     user,
 )
@@ -39,17 +39,18 @@ def build_trainer(recipe: GRPORecipe, records: list[dict] | None = None):
         raise BadInput(
             f"optim.batch_size={recipe.optim.batch_size} must be a multiple of num_generations={recipe.num_generations}"
         )
+    own = {
+        "num_generations": recipe.num_generations,
+        "max_completion_length": recipe.max_completion_length,
+        "temperature": recipe.temperature,
+        "beta": recipe.beta,
+        "reward_weights": [recipe.rewards.correctness, recipe.rewards.format],
+    }
+    kwargs = trainer_kwargs(GRPOConfig, recipe, own)
     check_model(recipe.model)
     records = load_records(recipe.dataset) if records is None else records
     model, tokenizer = load_policy(recipe, padding_side="left")
-    args = GRPOConfig(
-        **training_arguments(recipe.optim, recipe.output_dir),
-        num_generations=recipe.num_generations,
-        max_completion_length=recipe.max_completion_length,
-        temperature=recipe.temperature,
-        beta=recipe.beta,
-        reward_weights=[recipe.rewards.correctness, recipe.rewards.format],
-    )
+    args = GRPOConfig(**kwargs)
     rewards = [correctness_reward, format_reward]
     trainer = trl_trainer(GRPOTrainer, recipe, model, tokenizer, args, grpo_rows(records), reward_funcs=rewards)
     return trainer, len(records)

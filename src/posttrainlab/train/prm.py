@@ -1,13 +1,14 @@
-"""Train a process reward model on ``transformers.Trainer`` (``posttrain train prm``).
+r"""Train a process reward model on ``transformers.Trainer`` (``posttrain train prm``).
 
     posttrain train prm --config configs/prm/step.yaml
     posttrain train prm --config configs/prm/span.yaml model=Qwen/Qwen2.5-Math-1.5B-Instruct lora.enabled=true
     posttrain train prm --config configs/prm/soft.yaml head=token-cls optim.max_steps=200
-    accelerate launch --cpu --num_processes 2 -m posttrainlab train prm --config configs/prm/step.yaml
+    accelerate launch --config_file configs/accelerate/ddp_cpu.yaml -m posttrainlab \
+        train prm --config configs/prm/step.yaml   # 2 CPU processes; GPUs: ddp.yaml, fsdp.yaml, deepspeed_zero3.yaml
 
 Hand-written because TRL removed its PRMTrainer. What ``transformers.Trainer`` brings unchanged:
 checkpoints, resume (``common.check_run``), accelerate, logging. What is ours: the data
-(``prm_data``: one sequence per solution, a label on each separator), the two heads
+(``prm_examples``: one sequence per solution, a label on each separator), the two heads
 (``models.prm``: token classification or a verdict token) and the losses (``prm_losses``: hard,
 class-weighted or soft-target cross-entropy), wired in through ``compute_loss``.
 
@@ -28,9 +29,9 @@ from posttrainlab.train.common import (
     peft_config,
     resolve_model,
     run_trainer,
-    training_arguments,
+    trainer_kwargs,
 )
-from posttrainlab.train.prm_data import make_examples, read_items
+from posttrainlab.train.prm_examples import make_examples, read_items
 from posttrainlab.train.prm_losses import IGNORE, prm_loss
 from posttrainlab.train.prm_recipe import PRMRecipe
 
@@ -85,7 +86,7 @@ def _trainer_class():
             self.spec = spec
 
         def on_save(self, args, state, control, **kwargs):
-            from posttrainlab.models.prm import write_spec
+            from posttrainlab.models.prm_spec import write_spec
 
             folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
             if state.is_world_process_zero and folder.is_dir():
@@ -102,6 +103,9 @@ def build_trainer(recipe: PRMRecipe):
     from posttrainlab.models.prm import DEFAULT_SYSTEM, is_causal, load_for_training, make_head
 
     recipe.check()
+    kwargs = trainer_kwargs(
+        TrainingArguments, recipe, {}, fixed={"remove_unused_columns": False, "label_names": ["labels"]}
+    )
     soft = recipe.supervision == "soft"
     items = read_items(recipe.dataset, soft=soft)  # a bad data file fails before any model is loaded
     set_seed(recipe.optim.seed)  # a fresh token-cls head is initialised from this seed
@@ -142,9 +146,7 @@ def build_trainer(recipe: PRMRecipe):
             lora.task_type = "TOKEN_CLS"
             lora.exclude_modules = ["score", "score.0", "score.2", "classifier"]
         model = get_peft_model(model, lora)
-    args = TrainingArguments(
-        **training_arguments(recipe.optim, recipe.output_dir), remove_unused_columns=False, label_names=["labels"]
-    )
+    args = TrainingArguments(**kwargs)
     trainer_cls, spec_writer = _trainer_class()
     trainer = trainer_cls(
         model=model,
@@ -163,7 +165,7 @@ def build_trainer(recipe: PRMRecipe):
 def train_prm(recipe: PRMRecipe, existing: str = "check") -> Path:
     """Check the run folder, the data and the model; then write ``recipe.yaml``, train (resuming when a checkpoint
     exists, ``common.check_run``) and save the model with its ``prm_config.json``."""
-    from posttrainlab.models.prm import write_spec
+    from posttrainlab.models.prm_spec import write_spec
 
     start = check_run(recipe, existing)
     trainer, n, spec = build_trainer(recipe)

@@ -7,7 +7,7 @@ by hand (tests/prm/test_losses.py) than to configure out of a library.
 Every head is reduced to the same shape first (``posttrainlab.models.prm.two_class_logits``):
 ``logits[..., 0]`` is the "wrong" / P("no") logit and ``logits[..., 1]`` the "correct" / P("yes")
 logit, normalised over the two classes only. Targets sit in a float tensor of the same leading shape,
-with ``IGNORE`` (-100) on every position that carries no label (DESIGN.md "PRM conventions").
+with ``IGNORE`` (-100) on every position that carries no label (docs/design.md "PRM conventions").
 
 - **Hard labels** (``step`` and ``span`` supervision): weighted cross-entropy,
   ``L = sum_i w[y_i] * -log p_i[y_i] / sum_i w[y_i]`` (PyTorch's ``cross_entropy`` with ``weight``).

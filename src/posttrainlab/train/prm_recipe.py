@@ -9,13 +9,14 @@ what each choice does.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
+from posttrainlab.data.formats.registry import FORMATS
 from posttrainlab.errors import BadInput
+from posttrainlab.models.prm_spec import HEADS
 from posttrainlab.train.recipes import LoraSwitch, OptimConfig
 
-HEADS = ("token-cls", "verdict")
 SUPERVISION = ("step", "span", "soft")
-FORMATS = ("step", "span", "math-shepherd", "mc-value", "processbench")
 MC_ROWS = ("grouped", "prefix", "messages")
 MC_STEP_IDX = ("auto", "count", "last")
 
@@ -62,6 +63,8 @@ class PRMRecipe:
     lora: LoraSwitch = field(default_factory=LoraSwitch)
     max_length: int = 1024  # tokens per sequence; a longer one is cut and the separators past the cut lose their labels
     trust_remote_code: bool = False
+    # transformers.TrainingArguments fields, as they are (train/recipes.py says how)
+    trainer_args: dict[str, Any] = field(default_factory=dict)
 
     def check(self) -> None:
         """``BadInput`` naming the field when a choice is unknown or two choices do not go together."""

@@ -3,11 +3,18 @@
 A YAML file under ``configs/arith/`` sets these fields and ``key=value`` arguments override them
 (``posttrainlab.config.load_config``); a key that does not exist is a one-line error (exit 2).
 Each field's help text lives here, once.
+
+``trainer_args`` (every recipe, the PRM's too) passes TRL's own arguments through as they are: its keys are
+fields of the trainer's config class (``trl.SFTConfig``, ``DPOConfig``, ``GRPOConfig``; the PRM's
+``transformers.TrainingArguments``), e.g. ``{report_to: none}``, and they replace posttrainlab's defaults
+(``report_to: [tensorboard]``...). A key the class lacks, or one a recipe field already sets (``learning_rate``:
+``optim.learning_rate``), is a one-line error before any model loads (``train.common.trainer_kwargs``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 DEFAULT_DATA = "data/arith-v1"  # the one path where a missing arith-v1 is built unasked
 
@@ -71,6 +78,7 @@ class SFTRecipe:
     packing: bool = False  # TRL bfd packing (pays off on GPUs with FlashAttention; slower on CPU)
     padding_free: bool = False  # TRL padding-free batches (needs FlashAttention; GPU only)
     trust_remote_code: bool = False
+    trainer_args: dict[str, Any] = field(default_factory=dict)  # trl.SFTConfig fields, as they are
 
 
 @dataclass
@@ -87,6 +95,7 @@ class DPORecipe:
     loss_type: str = "sigmoid"
     max_length: int = 512
     trust_remote_code: bool = False
+    trainer_args: dict[str, Any] = field(default_factory=dict)  # trl.DPOConfig fields, as they are
 
 
 @dataclass
@@ -112,6 +121,7 @@ class GRPORecipe:
     temperature: float = 1.0
     beta: float = 0.04  # KL coefficient against the reference (the starting policy)
     trust_remote_code: bool = False
+    trainer_args: dict[str, Any] = field(default_factory=dict)  # trl.GRPOConfig fields, as they are
 
 
 RECIPES = {"sft": SFTRecipe, "dpo": DPORecipe, "grpo": GRPORecipe}

@@ -1,8 +1,9 @@
-"""SFT on TRL's SFTTrainer (``posttrain train sft``): prompt-completion chat rows, loss on the completion only.
+r"""SFT on TRL's SFTTrainer (``posttrain train sft``): prompt-completion chat rows, loss on the completion only.
 
     posttrain train sft --config configs/arith/sft.yaml
     posttrain train sft --config configs/arith/sft.yaml dataset.split=sft_train_3k dataset.limit=2000
-    accelerate launch --cpu --num_processes 2 -m posttrainlab train sft --config configs/arith/sft.yaml
+    accelerate launch --config_file configs/accelerate/ddp_cpu.yaml -m posttrainlab \
+        train sft --config configs/arith/sft.yaml   # 2 CPU processes; GPUs: ddp.yaml, fsdp.yaml, deepspeed_zero3.yaml
 
 What is ours and not TRL's: the arith-v1 rows as chat prompt-completion pairs, and on CPU, length
 grouping instead of packing (TRL's ``bfd`` packing and padding-free batches need FlashAttention to pay
@@ -20,7 +21,7 @@ from posttrainlab.train.common import (
     load_policy,
     load_records,
     run_trainer,
-    training_arguments,
+    trainer_kwargs,
     trl_trainer,
     user,
 )
@@ -35,17 +36,17 @@ def sft_rows(records: list[dict]) -> list[dict]:
 def build_trainer(recipe: SFTRecipe, records: list[dict] | None = None):
     from trl import SFTConfig, SFTTrainer
 
+    own = {
+        "max_length": recipe.max_length,
+        "packing": recipe.packing,
+        "padding_free": recipe.padding_free,
+        "train_sampling_strategy": "group_by_length" if recipe.length_grouping else "random",
+    }
+    kwargs = trainer_kwargs(SFTConfig, recipe, own, fixed={"completion_only_loss": True})
     check_model(recipe.model)
     records = load_records(recipe.dataset) if records is None else records
     model, tokenizer = load_policy(recipe, padding_side="right")
-    args = SFTConfig(
-        **training_arguments(recipe.optim, recipe.output_dir),
-        max_length=recipe.max_length,
-        completion_only_loss=True,
-        packing=recipe.packing,
-        padding_free=recipe.padding_free,
-        train_sampling_strategy="group_by_length" if recipe.length_grouping else "random",
-    )
+    args = SFTConfig(**kwargs)
     trainer = trl_trainer(SFTTrainer, recipe, model, tokenizer, args, sft_rows(records))
     return trainer, len(records)
 

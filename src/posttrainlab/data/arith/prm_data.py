@@ -3,7 +3,7 @@
 A process reward model needs solutions with a label on every step. On arith-v1 no annotator is needed:
 every step is a claim a program can check (``steps.py``), so a solution's step labels are exact. This
 module turns solutions into labelled rows and writes the dataset; it never runs a model (the sampling
-lives in ``posttrainlab.label.arith_prm``) and imports no torch (DESIGN.md "Layers").
+lives in ``posttrainlab.label.arith_prm``) and imports no torch (docs/design.md "Layers").
 
 Rows come from three sources (``source``):
 

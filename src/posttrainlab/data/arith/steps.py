@@ -17,7 +17,7 @@ Rules (:func:`step_verdicts`), one verdict per non-empty line of the solution:
   wherever it stands (skipping the calculation is not a false claim);
 - any other line (extra calculations, prose, a malformed answer line) is wrong.
 
-Step-view labels (:func:`step_labels`, DESIGN.md "Step view") are 1 up to the first wrong step, which
+Step-view labels (:func:`step_labels`, docs/design.md "Step view") are 1 up to the first wrong step, which
 gets the only 0 and ends the labelled steps; a solution whose steps are all right but that never
 gives the answer line gets 0 on its last step ("0 from the first wrong claim or a wrong/missing
 answer line"). :func:`first_error` is the ProcessBench index of that step (-1 when none). A
@@ -118,7 +118,7 @@ def first_error(problem: Problem, steps: list[str]) -> int:
 
 
 def step_labels(problem: Problem, steps: list[str]) -> tuple[list[str], list[int]]:
-    """The step view of a solution: steps up to the first error, labels 1… then one 0 (DESIGN.md).
+    """The step view of a solution: steps up to the first error, labels 1… then one 0 (docs/design.md).
 
     >>> p = parse_question("What is 351 - 148 + 56?")
     >>> step_labels(p, ["351 - 148 = 203", "203 + 56 = 260", "Answer: 260"])

@@ -13,7 +13,8 @@ Two encodings of one format:
 Conversions: ``ki`` -> list is exact on text written in the canonical layout (``to_ki`` writes it and
 refuses a row that would not read back identically); whitespace around the tags is normalised, as in
 trl. list -> step view cuts at the first ``False`` (lossy: the later steps and their labels are gone);
-step view -> list is lossless (and reads back to the same step row).
+step view -> list is lossless (and reads back to the same step row). ``math_shepherd_steps`` reads a
+row without the cut, every step with its label (what PRM training and evaluation read).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from posttrainlab.data.formats.schema import (
     validate_rows,
 )
 from posttrainlab.data.formats.stats import SolutionStats
-from posttrainlab.data.formats.step import check_step_row, cut_at_first_error
+from posttrainlab.data.formats.step import StepRow, check_step_row, cut_at_first_error
 
 KEYS = ("prompt", "completions", "labels")
 KI_KEYS = ("input", "label")
@@ -183,6 +184,16 @@ def ms_to_step(row: Row) -> dict[str, Any]:
     ms = as_list_form(row)
     steps, labels = cut_at_first_error(ms["completions"], ms["labels"])
     return {"question": ms["prompt"], "steps": steps, "step_labels": labels}
+
+
+def math_shepherd_steps(row: Row) -> StepRow:
+    """A row of either encoding as a ``StepRow``: every step (none cut), ``True`` -> 1, ``False`` -> 0.
+
+    >>> math_shepherd_steps({"prompt": "q", "completions": ["a", "b", "c"], "labels": [True, False, True]}).labels
+    [1, 0, 1]
+    """
+    ms = as_list_form(row)
+    return StepRow(ms["prompt"], ms["completions"], [1 if x else 0 for x in ms["labels"]])
 
 
 def step_to_ms(row: Row) -> dict[str, Any]:

@@ -54,8 +54,18 @@ VALUE_SOURCES = ("measured", "inferred")
 TRACE_KEYS = ("id", "source", "sample_index", "num_steps", "enable_thinking")
 #: Fields that vary per prefix, stored as lists in a trace (``reward`` becomes ``values``).
 STEP_KEYS = ("step_idx", "reward", "label", "loss_weight", "messages")
-#: The keys ``posttrain data stats --format mc-value --json`` prints, in order.
-STATS_KEYS = ("rows", "v_eq_0", "v_eq_1", "v_mid", "v_10_90", "correct", "mean_v")
+#: The card's value table, one bucket a row: the key ``mc_stats`` returns (and ``posttrain data stats --format
+#: mc-value --json`` prints, in this order) and the label ``posttrain label mc`` prints and writes beside it.
+STATS_BUCKETS = (
+    ("rows", "rows"),
+    ("v_eq_0", "V == 0"),
+    ("v_eq_1", "V == 1"),
+    ("v_mid", "0 < V < 1"),
+    ("v_10_90", "V in [0.1, 0.9]"),
+    ("correct", "correct (V >= 0.5)"),
+    ("mean_v", "mean V"),
+)
+STATS_KEYS = tuple(key for key, _ in STATS_BUCKETS)
 
 
 def _check_messages(messages: Any) -> str | None:

@@ -1,7 +1,7 @@
 """ProcessBench rows and PRM800K-style step ratings, and their conversion to the step view.
 
 ProcessBench: ``problem, steps, label`` where ``label`` is the index of the earliest wrong step, -1 when
-every step is right (DESIGN.md "Data contracts"); extra fields (``id``, ``generator``,
+every step is right (docs/design.md "Data contracts"); extra fields (``id``, ``generator``,
 ``final_answer_correct``) are allowed and ``final_answer_correct`` must be a bool when present.
 
 PRM800K-style ratings rate each step -1 (wrong), 0 (neutral) or +1 (good). Two encodings are read:
@@ -14,6 +14,7 @@ Conversions: ProcessBench -> step view keeps the steps up to and including ``lab
 steps are dropped; ``id``/``generator``/``final_answer_correct`` too); step view -> ProcessBench is
 lossless and reads back to the same step row. Ratings -> step view cuts at the first error and maps
 ratings to 0/1 (lossy: later steps, and the difference between 0 and +1, are gone).
+``processbench_steps`` reads a row as every step that carries a label (ratings: all of them, not cut).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from posttrainlab.data.formats.schema import (
     validate_rows,
 )
 from posttrainlab.data.formats.stats import SolutionStats
-from posttrainlab.data.formats.step import check_step_row, cut_at_first_error, first_error
+from posttrainlab.data.formats.step import StepRow, check_step_row, cut_at_first_error, first_error
 
 KEYS = ("problem", "steps", "label")
 RATING_KEYS = ("problem", "steps", "ratings")
@@ -190,6 +191,24 @@ def pb_to_step(row: Row) -> dict[str, Any]:
     k, steps = row["label"], list(row["steps"])
     labels = [1] * len(steps) if k == -1 else [1] * k + [0]
     return {"question": row["problem"], "steps": steps[: len(labels)], "step_labels": labels}
+
+
+def processbench_steps(row: Row) -> StepRow:
+    """A row of any of the three encodings as a ``StepRow`` of every step that carries a label.
+
+    ProcessBench: the steps up to and including ``label`` (the later ones carry none), as ``pb_to_step``;
+    ratings (flat or PRM800K): every step, -1 -> 0, 0 and +1 -> 1 (``ratings_to_labels``), not cut.
+
+    >>> processbench_steps({"problem": "p", "steps": ["a", "b", "c"], "label": 1})
+    StepRow(question='p', steps=['a', 'b'], labels=[1, 0], spans=None, id=None)
+    >>> processbench_steps({"problem": "p", "steps": ["a", "b", "c"], "ratings": [1, -1, 0]}).labels
+    [1, 0, 1]
+    """
+    if encoding(row) == "processbench":
+        step = pb_to_step(row)
+        return StepRow(step["question"], step["steps"], step["step_labels"])
+    flat = as_ratings(row)
+    return StepRow(flat["problem"], flat["steps"], ratings_to_labels(flat["ratings"]))
 
 
 def step_to_pb(row: Row) -> dict[str, Any]:

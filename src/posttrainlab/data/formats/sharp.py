@@ -15,7 +15,8 @@ literal ``["No hallucinations"]``.
 It is lossy, and by design: the steps after the first error, every later span, and where inside a
 step each span sits are dropped. Output row i is always the solution of input row i, so the two views
 stay joinable by position; ``join_step_span`` reads them together and checks that each pair
-describes the same solution.
+describes the same solution. ``span_steps`` reads a row *without* the cut: every piece and its label,
+and where each span sits inside its piece (what PRM evaluation scores and span supervision labels).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from posttrainlab.data.formats.schema import (
     validate_rows,
 )
 from posttrainlab.data.formats.stats import SolutionStats
-from posttrainlab.data.formats.step import check_step_row, cut_at_first_error
+from posttrainlab.data.formats.step import StepRow, check_step_row, cut_at_first_error
 
 KEYS = ("question", "model_answer", "hallucination_annotation")
 #: The separator the SHARP generators were asked to put between steps (seed 000, "Generation").
@@ -130,6 +131,29 @@ def span_to_step(row: Row) -> dict[str, Any]:
     labels, _ = span_piece_labels(row)  # HalMarkupError is a ValueError
     steps, labels = cut_at_first_error(row["model_answer"], labels)
     return {"question": row["question"], "steps": steps, "step_labels": labels}
+
+
+def span_steps(row: Row) -> StepRow:
+    """A span-view row as a ``StepRow``: *every* piece, 0 where a ``<HAL>`` span touches it, and the spans.
+
+    Not cut after the first 0 (``StepRow.cut_at_first_error`` gives the step view, as ``span_to_step``
+    does); ``spans[k]`` holds the spans that overlap piece k, clipped to it, as offsets into its text.
+    ``ValueError`` (``HalMarkupError`` for bad markup) for a bad row.
+
+    >>> r = span_steps({"question": "q", "model_answer": ["a", "b = 5", "c"],
+    ...                 "hallucination_annotation": ["a", "b = <HAL>5</HAL>", "c"]})
+    >>> r.labels, r.spans
+    ([1, 0, 1], [[], [(4, 5)], []])
+    """
+    reason = check_span_fields(row)
+    if reason is not None:
+        raise ValueError(reason)
+    labels, spans = span_piece_labels(row)
+    pieces = list(row["model_answer"])
+    per_piece = [
+        [(max(s, a) - a, min(e, b) - a) for s, e in spans if s < b and e > a] for a, b in piece_bounds(pieces, STEP_SEP)
+    ]
+    return StepRow(row["question"], pieces, labels, per_piece)
 
 
 def convert_span_rows(rows: Iterable[Row]) -> Iterator[dict[str, Any]]:

@@ -1,16 +1,20 @@
-"""The step view: ``question, steps, step_labels`` with the SHARP invariant.
+"""The step view: ``question, steps, step_labels`` with the SHARP invariant, and ``StepRow``.
 
 SHARP-GSM8K and SHARP-Math (seed 000, "Step view") cut every solution after its first faulty step, so
 a row has *either no 0 at all, or exactly one 0 as its last label*; a PRM trained on it only sees
 prefixes that are sound up to their last step. Every other format converts *to* this view by cutting
 at the first error (``cut_at_first_error``), which is the one lossy step in this package: the steps
 after the first error, and their labels, are gone.
+
+``StepRow`` is the one in-memory row every step-level reader returns: each format's ``*_steps``
+function (``registry.FORMATS[name].to_steps``) reads a row of that format into one, and PRM training
+(``train.prm_examples``) and PRM evaluation (``eval.prm_eval``) read nothing else.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from posttrainlab.data.formats.schema import (
@@ -30,20 +34,35 @@ KEYS = ("question", "steps", "step_labels")
 
 @dataclass(frozen=True)
 class StepRow:
-    """One solution in the step view (``step_labels[i]`` is 1 for a sound step, 0 for a faulty one)."""
+    """One solution as a PRM reads it: the question, its steps, one label per step, and its ``<HAL>`` spans.
+
+    ``labels[i]`` is 1 for a sound step and 0 for a faulty one (ints, as every ``*_steps`` reader
+    returns them); a PRM training item holds float targets here instead (an MC value V in [0, 1], or
+    ``train.prm_losses.IGNORE`` where a step has no target), and ``targets`` is the trainer's name for
+    the same list. ``spans`` (span view only): per step, the ``<HAL>`` character spans as offsets into
+    that step's own text. ``id``: the input row's ``id`` when it has one (``eval prm`` writes it back).
+    """
 
     question: str
     steps: list[str]
-    step_labels: list[int]
-
-    def to_dict(self) -> dict[str, Any]:
-        """The row as written to disk, keys in the card's order."""
-        return {"question": self.question, "steps": list(self.steps), "step_labels": list(self.step_labels)}
+    labels: list[float]
+    spans: list[list[tuple[int, int]]] | None = None
+    id: str | int | None = None
 
     @property
-    def first_error(self) -> int | None:
-        """Index of the faulty step (always the last one), or ``None`` for a sound solution."""
-        return first_error(self.step_labels)
+    def targets(self) -> list[float]:
+        """``labels``, read as the PRM trainer's per-step targets."""
+        return self.labels
+
+    def cut_at_first_error(self) -> StepRow:
+        """The row up to and including its first error (``cut_at_first_error``), spans cut alike.
+
+        >>> StepRow("q", ["a", "b", "c"], [1, 0, 1], [[], [(0, 1)], []]).cut_at_first_error()
+        StepRow(question='q', steps=['a', 'b'], labels=[1, 0], spans=[[], [(0, 1)]], id=None)
+        """
+        steps, labels = cut_at_first_error(self.steps, self.labels)
+        spans = None if self.spans is None else self.spans[: len(steps)]
+        return replace(self, steps=steps, labels=labels, spans=spans)
 
 
 def first_error(labels: Sequence[int | bool]) -> int | None:
@@ -112,6 +131,18 @@ def check_step_row(row: Row) -> str | None:
 def validate_step(rows: Iterable[Row]) -> Iterator[tuple[int, str]]:
     """``(row_index, reason)`` for every bad step-view row."""
     return validate_rows(rows, check_step_row)
+
+
+def step_steps(row: Row) -> StepRow:
+    """A step-view row as a ``StepRow`` (already cut after its first error); ``ValueError`` for a bad row.
+
+    >>> step_steps({"question": "q", "steps": ["a", "b"], "step_labels": [1, 0]}).labels
+    [1, 0]
+    """
+    reason = check_step_row(row)
+    if reason is not None:
+        raise ValueError(reason)
+    return StepRow(row["question"], list(row["steps"]), list(row["step_labels"]))
 
 
 def step_stats(rows: Iterable[Row]) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """Write a stream of rows to ``.jsonl`` or ``.parquet``, atomically and in bounded memory.
 
-DESIGN.md "Reliability conventions": an output is written to a temporary file beside the target and
+docs/design.md "Reliability conventions": an output is written to a temporary file beside the target and
 renamed into place only when every row was written, so a conversion that stops at a bad row leaves
 the earlier good output (or nothing) in place. Rows are consumed as they come: JSON Lines line by
 line, Parquet one record batch at a time with the schema of the first batch.

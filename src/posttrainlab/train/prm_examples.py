@@ -1,10 +1,12 @@
-"""PRM training data: rows of any step-level format -> labelled token sequences.
+"""PRM training examples: rows of any step-level format -> labelled token sequences.
 
 Hand-written because each format says "which step is right" differently and the labels must land on
 exactly the tokens the scorer reads (``posttrainlab.models.prm.encode_solution``). Two stages:
 
-1. ``read_items``: rows -> ``Solution(question, steps, targets[, HAL spans])`` (or ``JudgePrompt``),
-   one row checked at a time with the format's own validator (``FILE: row i: reason``, exit 2):
+1. ``read_items``: rows -> ``StepRow(question, steps, labels[, HAL spans])`` (or ``JudgePrompt``) whose
+   labels are float targets (``StepRow.targets``), one row at a time through the format's own reader
+   (``data.formats.FORMATS[format].to_steps``, which checks it with the format's validator:
+   ``FILE: row i: reason``, exit 2), then cut where the training view cuts (``CUT_AT_FIRST_ERROR``):
 
    | format | steps | target per step |
    |---|---|---|
@@ -45,21 +47,14 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from posttrainlab.data.formats.hal import HalMarkupError, piece_bounds
+from posttrainlab.data.formats.registry import FORMATS
+from posttrainlab.data.formats.step import StepRow
 from posttrainlab.errors import BadInput
 from posttrainlab.train.prm_losses import IGNORE
 from posttrainlab.train.prm_recipe import PRMDataConfig
-
-
-@dataclass
-class Solution:
-    question: str
-    steps: list[str]
-    targets: list[float]  # one per step; IGNORE where a step has no target
-    spans: list[list[tuple[int, int]]] | None = None  # <HAL> spans per step, offsets into that step's text
 
 
 @dataclass
@@ -79,55 +74,20 @@ def _hard(values: list[Any]) -> list[float]:
     return [1.0 if v else 0.0 for v in values]
 
 
-def _step_item(row: dict) -> Solution:
-    from posttrainlab.data.formats.step import check_step_row
-
-    _raise(check_step_row(row))
-    return Solution(row["question"], list(row["steps"]), _hard(row["step_labels"]))
+#: Formats whose training view is cut after the first error: SHARP's conversion of the span view, and
+#: ProcessBench ratings (a ProcessBench row is already cut at ``label``). Math-Shepherd keeps every step.
+CUT_AT_FIRST_ERROR = frozenset({"span", "processbench"})
 
 
-def _span_item(row: dict) -> Solution:
-    from posttrainlab.data.formats.sharp import STEP_SEP, check_span_row, span_piece_labels
-    from posttrainlab.data.formats.step import cut_at_first_error
-
-    _raise(check_span_row(row))
-    labels, spans = span_piece_labels(row)
-    steps, labels = cut_at_first_error(row["model_answer"], labels)
-    per_step: list[list[tuple[int, int]]] = []
-    for a, b in piece_bounds(steps, STEP_SEP):
-        per_step.append([(max(s, a) - a, min(e, b) - a) for s, e in spans if s < b and e > a])
-    return Solution(row["question"], steps, _hard(labels), per_step)
+def _step_item(row: dict, fmt: str) -> StepRow:
+    """The training item of one row of a labelled format: its ``StepRow``, cut as the table says, float targets."""
+    item = FORMATS[fmt].to_steps(row)
+    if fmt in CUT_AT_FIRST_ERROR:
+        item = item.cut_at_first_error()
+    return replace(item, labels=_hard(item.labels))
 
 
-def _ms_item(row: dict) -> Solution:
-    from posttrainlab.data.formats.math_shepherd import as_list_form, check_ms_row
-
-    _raise(check_ms_row(row))
-    ms = as_list_form(row)
-    return Solution(ms["prompt"], ms["completions"], _hard(ms["labels"]))
-
-
-def _pb_item(row: dict) -> Solution:
-    from posttrainlab.data.formats.processbench import check_processbench_row, pb_to_step
-
-    _raise(check_processbench_row(row))
-    step = pb_to_step(row)
-    return Solution(step["question"], step["steps"], _hard(step["step_labels"]))
-
-
-READERS = {"step": _step_item, "span": _span_item, "math-shepherd": _ms_item, "processbench": _pb_item}
-
-
-class _RowFault(Exception):
-    pass
-
-
-def _raise(reason: str | None) -> None:
-    if reason is not None:
-        raise _RowFault(reason)
-
-
-def read_items(cfg: PRMDataConfig, *, soft: bool) -> list[Solution | JudgePrompt]:
+def read_items(cfg: PRMDataConfig, *, soft: bool) -> list[StepRow | JudgePrompt]:
     """The training items of ``cfg`` (module docstring); ``BadInput`` naming file and row at the first fault."""
     if cfg.format == "mc-value":
         items = _mc_items(cfg, soft=soft)
@@ -135,22 +95,22 @@ def read_items(cfg: PRMDataConfig, *, soft: bool) -> list[Solution | JudgePrompt
         items = []
         for index, row in _rows(cfg):
             try:
-                items.append(READERS[cfg.format](row))
-            except (_RowFault, HalMarkupError, ValueError) as e:
+                items.append(_step_item(row, cfg.format))
+            except ValueError as e:
                 raise BadInput(f"{cfg.path}: row {index}: {e}") from None
     if not items:
         raise BadInput(f"{cfg.path}: no training rows")
     return items
 
 
-def _mc_items(cfg: PRMDataConfig, *, soft: bool) -> list[Solution | JudgePrompt]:
+def _mc_items(cfg: PRMDataConfig, *, soft: bool) -> list[StepRow | JudgePrompt]:
     from posttrainlab.data.formats.mc_value import check_mc_row, is_inferred
 
     def value(row: dict) -> float:
         return float(row["reward"]) if soft else float(row["reward"] >= 0.5)
 
     traces: dict[tuple[str, int], list[tuple[int, dict]]] = {}
-    items: list[Solution | JudgePrompt] = []
+    items: list[StepRow | JudgePrompt] = []
     read = skipped = 0
     reaches_num_steps = False  # evidence for the `count` reading, from every row (skipped ones too)
     for index, row in _rows(cfg):
@@ -197,9 +157,9 @@ def _mc_items(cfg: PRMDataConfig, *, soft: bool) -> list[Solution | JudgePrompt]
             targets = [IGNORE] * n
             for j, v in targeted:
                 targets[j - 1] = v
-            items.append(Solution(question, steps[:n], targets))
+            items.append(StepRow(question, steps[:n], targets))
         else:
-            items.extend(Solution(question, steps[:j], [IGNORE] * (j - 1) + [v]) for j, v in targeted)
+            items.extend(StepRow(question, steps[:j], [IGNORE] * (j - 1) + [v]) for j, v in targeted)
     return items
 
 
@@ -236,7 +196,7 @@ def _check_mc_text(row: dict) -> str | None:
 
 
 def make_example(
-    tokenizer, spec, item: Solution | JudgePrompt, *, span_tokens: bool, last_only: bool, max_length: int
+    tokenizer, spec, item: StepRow | JudgePrompt, *, span_tokens: bool, last_only: bool, max_length: int
 ) -> dict[str, list] | None:
     """``{"input_ids", "labels"}`` for one item (module docstring), or ``None`` when no label survives the cut."""
     from posttrainlab.models.prm import chat_messages, encode_solution
@@ -246,10 +206,10 @@ def make_example(
         return {"input_ids": ids, "labels": [IGNORE] * (len(ids) - 1) + [item.target]}
     enc = encode_solution(tokenizer, spec, item.question, item.steps, offsets=span_tokens)
     labels = [IGNORE] * len(enc.input_ids)
-    labelled = [k for k, t in enumerate(item.targets) if t != IGNORE]
+    labelled = [k for k, t in enumerate(item.labels) if t != IGNORE]
     keep = set(labelled[-1:]) if last_only else set(labelled)
     for k in keep:
-        labels[enc.separators[k]] = item.targets[k]
+        labels[enc.separators[k]] = item.labels[k]
     if span_tokens and item.spans is not None:
         starts = [a for a, _ in enc.step_spans]
         for t, (s, e) in enumerate(enc.offsets):

@@ -10,7 +10,7 @@ right (``step_idx < first_error`` or ``first_error == -1``), else *exactly wrong
 - the same over rolled-out prefixes only (``rolled_out``): the last prefix is the whole trace, graded
   directly, and agrees with the exact label by construction whenever the trace's steps decide its answer;
 - ``binary``: what ``--search binary`` would have spent and written (replayed exactly from the full
-  run's per-prefix values, see ``label.mc.simulate_binary``): rollouts of each way, their ratio,
+  run's per-prefix values, see ``label.mc.search.simulate_binary``): rollouts of each way, their ratio,
   hard-label agreement with the full labelling, mean |V_binary - V_full|, and its own accuracy and
   kappa against the exact labels.
 
@@ -26,7 +26,8 @@ from typing import Any
 
 from posttrainlab.errors import BadInput
 from posttrainlab.eval.agreement import cohen_kappa
-from posttrainlab.label.mc import exact_labels, simulate_binary
+from posttrainlab.label.mc.search import simulate_binary
+from posttrainlab.label.mc.steps import exact_labels
 
 
 def _accuracy(a: Sequence[int], b: Sequence[int]) -> float | None:
@@ -156,7 +157,7 @@ def write_agreement(out, ns: Sequence[int] | None = None) -> dict[str, Any]:
     from pathlib import Path
 
     from posttrainlab.data.atomic import write_text
-    from posttrainlab.label.mc import read_work
+    from posttrainlab.label.mc.work import read_work
 
     config, records = read_work(out)
     run_n = int(config["n"])

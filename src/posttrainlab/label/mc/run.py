@@ -1,0 +1,190 @@
+"""The run driver: label every problem of this shard into the work folder, then write the outputs once.
+
+Every request's seed derives from (run seed, problem id, trace, step), so a problem's labels do not
+depend on the order of problems, the shard or a restart. The outputs are written, each atomically,
+only when every problem is finished, rebuilt from the work files in data order, so a killed run
+started again writes the same bytes as one that never stopped, and no rollout is repeated for a
+finished problem.
+
+**Outputs.** ``train.{parquet,jsonl}`` and ``val.{parquet,jsonl}`` (``val_problems`` problems held out
+by id), in the card's schema; ``value_table.md``; value-filtered variants under ``band-LO-HI/`` (rows
+with LO <= V <= HI) and ``mid-LO-HI/`` (problems whose solve rate is in [LO, HI]); ``summary.json``
+last. Written by hand: this is the card's pipeline, in the order that makes resuming exact.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from posttrainlab.errors import BadInput
+from posttrainlab.label.mc.config import MCConfig, OutputConfig, labelling_settings, output_settings
+from posttrainlab.label.mc.problems import Problem
+from posttrainlab.label.mc.rollouts import Context, label_problems
+from posttrainlab.label.mc.rows import (
+    PROMPT_SHA256,
+    PROMPT_VERSION,
+    SOURCE_OF_RULE,
+    keep_band,
+    mid_difficulty,
+    rows_of,
+    validation_ids,
+    value_table,
+)
+from posttrainlab.label.mc.work import WorkDir, in_shard
+from posttrainlab.progress import progress_bar
+
+_DEFAULT_CONFIG, _DEFAULT_OUTPUT = MCConfig(), OutputConfig()  # frozen: safe as defaults
+
+
+def run_mc(
+    problems: Sequence[Problem],
+    backend,
+    out: str | os.PathLike,
+    *,
+    config: MCConfig = _DEFAULT_CONFIG,
+    output: OutputConfig = _DEFAULT_OUTPUT,
+    relabeler=None,
+    shard: tuple[int, int] = (0, 1),
+    problems_per_call: int = 1,
+    keep_continuations: bool = False,
+    run_info: dict[str, Any] | None = None,
+    progress: bool = True,
+    on_record: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Label ``problems`` into ``out`` (module docstring); returns the summary (``finished`` False for a partial shard).
+
+    ``problems_per_call`` problems share each backend call (their requests keep their own seeds).
+    """
+    from posttrainlab.grading import get_grader
+
+    config.check()
+    output.check()
+    if problems_per_call < 1:
+        raise BadInput(f"--problems-per-call {problems_per_call}: must be at least 1")
+    if output.val_problems and output.val_problems >= len(problems):
+        raise BadInput(
+            f"--val-problems {output.val_problems}: only {len(problems)} problems to label; "
+            "hold out fewer (the card holds out 128 of ~8k)"
+        )
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise BadInput(f"{out}: exists and is not a folder")
+    work = WorkDir(out, shard)
+    identity = {
+        **labelling_settings(config),
+        **(run_info or {}),
+        "prompt_version": PROMPT_VERSION,
+        "judge": relabeler.config() if relabeler is not None else None,
+    }
+    work.check_config(identity)
+    done = work.finished()
+    for p in problems:
+        if p.id in done and done[p.id].get("fingerprint") != p.fingerprint():
+            raise BadInput(f"{work.dir}: problem {p.id!r} was labelled from different data; use a new --out")
+    todo = [p for p in problems if p.id not in done and in_shard(p.id, shard)]
+    grader = get_grader(config.grader)
+    ctx = Context(backend, grader, config, relabeler, keep_continuations)
+    start = time.perf_counter()
+    try:
+        with progress_bar(progress) as bar:
+            task = bar.add_task(f"labelling (n={config.n}, {config.search})", total=len(todo))
+            for g in range(0, len(todo), problems_per_call):
+                group = todo[g : g + problems_per_call]
+                for record in label_problems(group, ctx):
+                    work.append(record)
+                    done[record["id"]] = record
+                    if on_record is not None:
+                        on_record(record)
+                bar.advance(task, len(group))
+    finally:
+        if hasattr(grader, "close"):
+            grader.close()
+    seconds = time.perf_counter() - start
+    missing = [p.id for p in problems if p.id not in done]
+    session = {"problems": len(todo), "seconds": seconds, **ctx.counters}
+    if relabeler is not None:
+        session["judge"] = relabeler.stats.as_dict()
+    if missing:
+        return {"finished": False, "missing": len(missing), "session": session}
+    summary = finalize(problems, done, out, config=config, output=output, identity=identity)
+    summary["session"] = session
+    return summary
+
+
+def finalize(
+    problems: Sequence[Problem],
+    records: dict[str, dict[str, Any]],
+    out: Path,
+    *,
+    config: MCConfig,
+    output: OutputConfig,
+    identity: dict[str, Any],
+) -> dict[str, Any]:
+    """Write the rows, splits, variants, value table and summary from the finished work records."""
+    from posttrainlab.data.atomic import write_text
+    from posttrainlab.data.formats.mc_value import VALUE_SOURCES, mc_stats
+    from posttrainlab.data.formats.writers import write_rows
+
+    val_ids = validation_ids([p.id for p in problems], output.val_problems)
+    splits: dict[str, list[dict[str, Any]]] = {"train": [], "val": []}
+    solve_rate = {}
+    totals = {"traces": 0, "empty_traces": 0, "rollouts": 0, "prefixes": 0}
+    hows: dict[str, int] = {}
+    for p in problems:
+        record = records[p.id]
+        solve_rate[p.id] = record["solve_rate"]
+        rows = rows_of(record, p, source=output.source, step_split=config.step_split, text_columns=output.text_columns)
+        splits["val" if p.id in val_ids else "train"] += rows
+        totals["rollouts"] += record["rollouts"]
+        for t in record["traces"]:
+            totals["traces"] += 1
+            totals["empty_traces"] += t["num_steps"] == 0
+            for pr in t["prefixes"]:
+                hows[pr["how"]] = hows.get(pr["how"], 0) + 1
+                totals["prefixes"] += 1
+    variants: dict[str, dict[str, list[dict[str, Any]]]] = {"": splits}
+    if output.keep_band is not None:
+        lo, hi = output.keep_band
+        variants[f"band-{lo:g}-{hi:g}"] = {k: keep_band(v, lo, hi) for k, v in splits.items()}
+    if output.mid_difficulty is not None:
+        lo, hi = output.mid_difficulty
+        variants[f"mid-{lo:g}-{hi:g}"] = {k: mid_difficulty(v, solve_rate, lo, hi) for k, v in splits.items()}
+    stats: dict[str, dict[str, Any]] = {}
+    files = []
+    for name, parts in variants.items():
+        folder = out / name if name else out
+        for split, rows in parts.items():
+            if split == "val" and not val_ids:
+                continue
+            for fmt in output.formats:
+                path = folder / f"{split}.{fmt}"
+                write_rows(path, rows)
+                files.append(str(path.relative_to(out)))
+            stats[f"{name}/{split}" if name else split] = mc_stats(rows)
+    write_text(out / "value_table.md", value_table(stats))
+    summary = {
+        "config": identity,
+        "output": output_settings(output),
+        "prompt": {"version": PROMPT_VERSION, "sha256": PROMPT_SHA256},
+        "problems": len(problems),
+        "val_ids": sorted(val_ids),
+        **totals,
+        "prefixes_by_rule": dict(sorted(hows.items())),
+        "prefixes_by_source": {
+            src: sum(k for how, k in hows.items() if SOURCE_OF_RULE[how] == src) for src in VALUE_SOURCES
+        },
+        "mean_solve_rate": sum(solve_rate.values()) / len(solve_rate),
+        "value_table": stats,
+        "files": files,
+        "finished": True,
+    }
+    write_text(out / "summary.json", json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
+    return summary
+
+
+__all__ = ["finalize", "run_mc"]

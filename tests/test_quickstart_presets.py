@@ -1,0 +1,78 @@
+"""Quickstart presets are YAML files in ``configs/quickstart/`` read by ``load_config``; ``--preset FILE.yaml`` reads
+a preset of the user's. The values pinned here are the recipes the README's results were measured with."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+import pytest
+
+from posttrainlab.config import SHIPPED, load_config
+from posttrainlab.errors import BadInput
+from posttrainlab.quickstart import PRESET_DIR, preset_names, quickstart_config
+from posttrainlab.train.pretrain import PretrainConfig
+from posttrainlab.train.recipes import SFTRecipe
+
+#: what the quickstart sets itself in every stage recipe (``quickstart.place``)
+PLACED = {"model", "output_dir", "dataset.path"}
+
+
+def flat(config, prefix: str = "") -> dict:
+    out = {}
+    for key, value in config.items():
+        out |= flat(value, f"{prefix}{key}.") if isinstance(value, dict) else {f"{prefix}{key}": value}
+    return out
+
+
+def test_the_presets_are_the_shipped_yaml_files():
+    assert PRESET_DIR == SHIPPED / "quickstart"
+    assert preset_names() == ["default", "smoke", "smollm2"]
+    assert [quickstart_config(name).preset for name in preset_names()] == preset_names()
+
+
+def test_the_default_preset_is_the_measured_recipe():
+    cfg = quickstart_config("default")
+    assert cfg.base == PretrainConfig() and cfg.base_model is None and cfg.methods == ["dpo", "grpo"]
+    assert (cfg.sft.dataset.split, cfg.sft.dataset.limit, cfg.sft.optim.epochs, cfg.sft.optim.learning_rate,
+            cfg.sft.optim.batch_size) == ("sft_train_3k", None, 2, 1e-3, 16)  # fmt: skip
+    assert (cfg.dpo.dataset.split, cfg.dpo.optim.epochs, cfg.dpo.optim.learning_rate, cfg.dpo.optim.batch_size,
+            cfg.dpo.beta) == ("preference_train", 1, 1e-4, 8, 0.1)  # fmt: skip
+    assert (cfg.grpo.dataset.limit, cfg.grpo.optim.learning_rate, cfg.grpo.optim.batch_size, cfg.grpo.num_generations,
+            cfg.grpo.max_completion_length, cfg.grpo.optim.save_steps) == (160, 2e-5, 16, 8, 48, 20)  # fmt: skip
+    prm = cfg.process.prm
+    assert (prm.optim.epochs, prm.optim.learning_rate, prm.optim.batch_size, cfg.process.k, cfg.process.limit,
+            cfg.process.bon_n) == (2, 1e-4, 16, 4, 250, 16)  # fmt: skip
+    assert (cfg.eval.split, cfg.eval.limit, cfg.eval.max_new_tokens) == ("test", None, 48)
+
+
+def test_the_default_sft_differs_from_configs_arith_sft_only_where_its_yaml_says_so():
+    preset = flat(asdict(quickstart_config("default").sft))
+    recipe = flat(asdict(load_config(SFTRecipe, "configs/arith/sft.yaml")))
+    differ = {k for k in preset if preset[k] != recipe[k]} - PLACED
+    assert differ == {"optim.epochs"} and (preset["optim.epochs"], recipe["optim.epochs"]) == (2, 3)
+    epochs = next(line for line in (PRESET_DIR / "default.yaml").read_text().splitlines() if "epochs: 2" in line)
+    assert "configs/arith/sft.yaml" in epochs
+
+
+def test_smoke_and_smollm2_keep_their_sizes():
+    smoke, real = quickstart_config("smoke"), quickstart_config("smollm2")
+    assert (smoke.base.model.num_hidden_layers, smoke.base.model.seed, smoke.base.corpus.size) == (2, 0, 4000)
+    assert (smoke.eval.limit, smoke.process.bon_limit, smoke.grpo.num_generations) == (40, 20, 4)
+    assert real.base_model == "smollm2-135m-instruct" and real.eval.eval_base
+    assert all(r.lora.enabled and r.lora.dropout == 0.0 for r in (real.sft, real.dpo, real.grpo))
+    assert not real.process.prm.lora.enabled and (real.sft.dataset.limit, real.eval.limit) == (
+        640,
+        100,
+    )  # the measured run (README)
+
+
+def test_a_preset_file_of_ones_own(tmp_path):
+    mine = tmp_path / "mine.yaml"
+    mine.write_text((PRESET_DIR / "smoke.yaml").read_text() + "methods: [dpo]\n")
+    cfg = quickstart_config(str(mine), ["eval.limit=8"])
+    assert cfg.preset == "mine" and cfg.methods == ["dpo"] and cfg.eval.limit == 8
+    assert asdict(cfg.sft) == asdict(quickstart_config("smoke").sft)
+    with pytest.raises(BadInput, match="no such config file"):
+        quickstart_config(str(tmp_path / "nope.yaml"))
+    with pytest.raises(BadInput, match="unknown preset 'huge': choose one of default, smoke, smollm2"):
+        quickstart_config("huge")

@@ -24,7 +24,7 @@ T = TypeVar("T")
 SHIPPED = Path(__file__).resolve().parent / "configs"
 
 
-def one_line(e: Exception) -> str:
+def config_error_line(e: Exception) -> str:
     """OmegaConf's messages span several lines (key, type, value); keep the first, add the key."""
     text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
     key = getattr(e, "full_key", None)
@@ -73,9 +73,9 @@ def load_config(
             schema = OmegaConf.merge(schema, OmegaConf.from_dotlist([item]))
         return OmegaConf.to_object(schema)
     except OmegaConfBaseException as e:
-        raise BadInput(f"{where}: {one_line(e)}") from None
+        raise BadInput(f"{where}: {config_error_line(e)}") from None
     except (OSError, ValueError, yaml.YAMLError) as e:
-        raise BadInput(f"{where}: {one_line(e)}") from None
+        raise BadInput(f"{where}: {config_error_line(e)}") from None
 
 
 def to_dict(config: Any) -> dict[str, Any]:

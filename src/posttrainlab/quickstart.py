@@ -130,7 +130,7 @@ def resolved(cfg: QuickstartConfig, out: str | Path) -> QuickstartConfig:
     return cfg
 
 
-class Run:
+class StageLog:
     """Records each stage's time and status in ``OUT/run.json`` (read by the report)."""
 
     def __init__(self, out: Path, cfg: QuickstartConfig):
@@ -179,7 +179,7 @@ def run_quickstart(out: str | Path, cfg: QuickstartConfig, console=None) -> Path
     _quiet_library_bars()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    run = Run(out, cfg)
+    run = StageLog(out, cfg)
     data = out / "data" / "arith-v1"
     run.stage("prepare", has_manifest(data), lambda: prepare(data), console)
     if cfg.base_model is None:
@@ -189,7 +189,7 @@ def run_quickstart(out: str | Path, cfg: QuickstartConfig, console=None) -> Path
     else:
         base = _real_base(run, cfg.base_model, console)
     _link_base(out, base)
-    place(cfg, out, str(base))  # run.json's "config" keeps the paths as configured (Run copied them)
+    place(cfg, out, str(base))  # run.json's "config" keeps the paths as configured (StageLog copied them)
 
     def train(name: str, recipe, fn) -> None:
         run.stage(name, (out / name / SUMMARY).is_file(), lambda: fn(recipe), console)
@@ -230,7 +230,7 @@ def run_quickstart(out: str | Path, cfg: QuickstartConfig, console=None) -> Path
     return out / "report.html"
 
 
-def _process_stages(run: Run, p: ProcessSettings, out: Path, data: Path, console) -> None:
+def _process_stages(run: StageLog, p: ProcessSettings, out: Path, data: Path, console) -> None:
     """arith-prm from the SFT policy → step PRM (from the SFT model) → PRM eval (held out) → best-of-N (test)."""
     from posttrainlab.eval import best_of_n, prm_eval
     from posttrainlab.label.arith_prm import build
@@ -260,7 +260,7 @@ def _process_stages(run: Run, p: ProcessSettings, out: Path, data: Path, console
     )
 
 
-def _real_base(run: Run, source: str, console) -> Path:
+def _real_base(run: StageLog, source: str, console) -> Path:
     """The run's start when ``base_model`` is set: a model folder as it is, else an import (cached by GGUF hash)."""
     from posttrainlab.models.gguf_import import import_model, is_import_source
 

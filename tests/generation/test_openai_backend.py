@@ -7,7 +7,7 @@ import types
 
 import pytest
 
-from label_mc.fake_endpoint import FakeEndpoint
+from label.mc.fake_endpoint import FakeEndpoint
 from posttrainlab.errors import BadInput
 from posttrainlab.generation import SamplingBackend
 from posttrainlab.generation.factory import make_backend

@@ -42,3 +42,18 @@ def test_prefix_tokens_plus_the_rest_are_the_tokens_of_the_joined_text(split, to
             checked += 1
     assert checked > 50
     assert encode_prompt(tokenizer, prompt) == expected[: len(encode_prompt(tokenizer, prompt))]
+
+
+def test_label_mc_runs_on_the_real_model(smollm2, arith_dir, tmp_path, capsys):
+    """``posttrain label mc`` end to end on SmolLM2: values in [0, 1], every row measured or inferred, exact labels."""
+    import pandas as pd
+
+    from cli_capture import cli
+
+    out = tmp_path / "mc"
+    args = ["label", "mc", "--policy", str(smollm2), "--data", f"{arith_dir}:sft_train", "--n", "2", "--out", str(out)]
+    code, _, err = cli(capsys, *args, "--limit", "2", "--val-problems", "0", "--max-new-tokens", "16", "--exact-check")
+    assert code == 0, err
+    rows = pd.read_parquet(out / "train.parquet")
+    assert len(rows) > 0 and rows["reward"].between(0, 1).all()
+    assert set(rows["value_source"]) <= {"measured", "inferred"}

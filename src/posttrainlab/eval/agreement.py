@@ -5,7 +5,7 @@ The SHARP card reports "per-step agreement with an independent annotator" as Coh
 (``question, model_answer, hallucination_annotation``), both step view (``question, steps,
 step_labels``), or one of each (the span file is converted to the step view first).
 
-Definitions (pure functions below, hand-computed tests in ``tests/pipeline/test_agreement.py`` and
+Definitions (pure functions below, hand-computed tests in ``tests/label/sharp/test_agreement.py`` and
 ``tests/eval/test_agreement.py``):
 
 - **Cohen's kappa** over paired labels of any number of classes: ``kappa = (p_o - p_e) / (1 - p_e)``

@@ -7,7 +7,7 @@ docstring stating its conventions:
 
 - ``config``: the settings (``MCConfig`` decides the labels, ``OutputConfig`` shapes the files,
   ``MCRunConfig`` is every setting of the CLI run, the keys of its YAML and ``key=value``);
-- ``problems``: the problems and base traces of ``--data`` (``Problem``, ``load_problems``);
+- ``problems``: the problems and base traces of ``--data`` (``MCProblem``, ``load_problems``);
 - ``steps``: steps, prefixes and their exact arith-v1 labels;
 - ``search``: the bisection of ``--search binary`` (pure, no model);
 - ``rollouts``: continuations, grades and the judge's verdicts per prefix, into one work record per problem;
@@ -21,7 +21,7 @@ docstring stating its conventions:
 from __future__ import annotations
 
 from posttrainlab.label.mc.config import SEARCHES, MCConfig, MCRunConfig, OutputConfig
-from posttrainlab.label.mc.problems import Problem, load_problems
+from posttrainlab.label.mc.problems import MCProblem, load_problems
 from posttrainlab.label.mc.rollouts import Context, label_problems
 from posttrainlab.label.mc.rows import (
     LABEL,
@@ -54,7 +54,7 @@ __all__ = [
     "MCConfig",
     "MCRunConfig",
     "OutputConfig",
-    "Problem",
+    "MCProblem",
     "WorkDir",
     "exact_labels",
     "finalize",

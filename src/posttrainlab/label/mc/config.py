@@ -18,7 +18,7 @@ from posttrainlab.errors import BadInput
 from posttrainlab.label.mc.steps import STEP_SPLITS
 
 SEARCHES = ("full", "binary")
-FORMATS = ("parquet", "jsonl")
+OUTPUT_FORMATS = ("parquet", "jsonl")
 
 
 def setting(default: Any, help: str, **meta: Any) -> Any:
@@ -74,7 +74,7 @@ class OutputConfig:
         None, "Also write problems with solve rate in [LO, HI] to mid-LO-HI/.", metavar="LO HI"
     )
     source: str = setting("arith-v1", "The rows' source column.")
-    formats: tuple[str, ...] = setting(FORMATS, "Files written per split: parquet, jsonl (repeatable).")
+    formats: tuple[str, ...] = setting(OUTPUT_FORMATS, "Files written per split: parquet, jsonl (repeatable).")
     text_columns: bool = setting(
         True,
         "Also write question and steps (grouped PRM training reads them); or the card's columns + value_source.",
@@ -87,9 +87,9 @@ class OutputConfig:
         for name, band in (("--keep-band", self.keep_band), ("--mid-difficulty", self.mid_difficulty)):
             if band is not None and not 0 <= band[0] <= band[1] <= 1:
                 raise BadInput(f"{name} {band[0]:g} {band[1]:g}: need 0 <= LO <= HI <= 1")
-        unknown = [f for f in self.formats if f not in FORMATS]
+        unknown = [f for f in self.formats if f not in OUTPUT_FORMATS]
         if unknown or not self.formats:
-            raise BadInput(f"--formats {' '.join(self.formats) or '(none)'}: choose from {', '.join(FORMATS)}")
+            raise BadInput(f"--formats {' '.join(self.formats) or '(none)'}: choose from {', '.join(OUTPUT_FORMATS)}")
 
 
 def output_settings(config: OutputConfig) -> dict[str, Any]:
@@ -164,7 +164,7 @@ def _plain(value: Any) -> Any:
 
 
 __all__ = [
-    "FORMATS",
+    "OUTPUT_FORMATS",
     "SEARCHES",
     "Job",
     "MCConfig",

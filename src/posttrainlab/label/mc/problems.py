@@ -25,7 +25,7 @@ DEFAULT_SPLIT = "rl_train"
 
 
 @dataclass
-class Problem:
+class MCProblem:
     """One problem to label: its prompt (a chat), the question shown in rows, the answer, optional traces."""
 
     id: str
@@ -93,10 +93,10 @@ def _trace_problem_id(row: dict[str, Any], question: str) -> str:
 
 def load_problems(
     data: str, *, split: str | None = None, limit: int | None = None, grader: str = "arith", step_split: str = "lines"
-) -> list[Problem]:
+) -> list[MCProblem]:
     """The problems of ``data`` in file order (module docstring for the two kinds of rows)."""
     rows, where = _rows_of(data, split)
-    problems: dict[str, Problem] = {}
+    problems: dict[str, MCProblem] = {}
     kind = None
     for index, row in enumerate(rows):
         line = f"{where}: row {index}"
@@ -117,7 +117,7 @@ def load_problems(
                 if limit is not None and len(problems) >= limit:
                     continue
                 answer = _answer_of(row, question, line, grader)
-                problems[pid] = Problem(pid, _prompt_of(row, question), question, answer, len(problems), [])
+                problems[pid] = MCProblem(pid, _prompt_of(row, question), question, answer, len(problems), [])
             clean = (
                 [s.strip() for s in steps if s.strip()] if step_split == "lines" else [s for s in steps if s.strip()]
             )
@@ -129,10 +129,10 @@ def load_problems(
         if pid in problems:
             raise BadInput(f"{line}: id {pid!r} repeats (problem rows need unique ids)")
         answer = _answer_of(row, question, line, grader)
-        problems[pid] = Problem(pid, _prompt_of(row, question), question, answer, len(problems))
+        problems[pid] = MCProblem(pid, _prompt_of(row, question), question, answer, len(problems))
     if not problems:
         raise BadInput(f"{where}: no problems to label")
     return list(problems.values())
 
 
-__all__ = ["DEFAULT_SPLIT", "Problem", "load_problems"]
+__all__ = ["DEFAULT_SPLIT", "MCProblem", "load_problems"]

@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 from posttrainlab.generation.shared_prefix import PrefixRequest, derive_seed, sample_continuations
 from posttrainlab.grading import Grade
 from posttrainlab.label.mc.config import MCConfig
-from posttrainlab.label.mc.problems import Problem
+from posttrainlab.label.mc.problems import MCProblem
 from posttrainlab.label.mc.search import FirstZeroSearch
 from posttrainlab.label.mc.steps import STEP_SPLITS, exact_first_error, prefix_text, split_trace
 
@@ -85,7 +85,7 @@ class Context:
 class Verdicts:
     """Correctness of a problem's responses: graded (and relabelled) once per distinct text, then cached."""
 
-    def __init__(self, ctx: Context, problem: Problem):
+    def __init__(self, ctx: Context, problem: MCProblem):
         self.ctx, self.problem = ctx, problem
         self.cache: dict[str, Verdict] = {}
 
@@ -120,7 +120,7 @@ class TraceState:
 class ProblemState:
     """One problem while it is labelled: the continuations from the empty prefix, its traces, its rollouts."""
 
-    problem: Problem
+    problem: MCProblem
     root: list[str]
     verdicts: Verdicts
     traces: list[TraceState]
@@ -130,11 +130,11 @@ class ProblemState:
 Probe = tuple[ProblemState, TraceState, int]
 
 
-def _root_request(problem: Problem, seed: int) -> PrefixRequest:
+def _root_request(problem: MCProblem, seed: int) -> PrefixRequest:
     return PrefixRequest(problem.prompt, "", derive_seed(seed, problem.id, "root"))
 
 
-def _prefix_request(problem: Problem, trace: TraceState, i: int, cfg: MCConfig) -> PrefixRequest:
+def _prefix_request(problem: MCProblem, trace: TraceState, i: int, cfg: MCConfig) -> PrefixRequest:
     return PrefixRequest(
         problem.prompt,
         prefix_text(trace.steps, i, cfg.step_split),
@@ -142,7 +142,7 @@ def _prefix_request(problem: Problem, trace: TraceState, i: int, cfg: MCConfig) 
     )
 
 
-def _start(problem: Problem, root: list[str], ctx: Context) -> ProblemState:
+def _start(problem: MCProblem, root: list[str], ctx: Context) -> ProblemState:
     """The state of a problem once its root continuations are drawn: base traces, each graded whole."""
     cfg = ctx.config
     verdicts = Verdicts(ctx, problem)
@@ -158,7 +158,7 @@ def _start(problem: Problem, root: list[str], ctx: Context) -> ProblemState:
     return ProblemState(problem, root, verdicts, traces)
 
 
-def label_problems(problems: Sequence[Problem], ctx: Context) -> list[dict[str, Any]]:
+def label_problems(problems: Sequence[MCProblem], ctx: Context) -> list[dict[str, Any]]:
     """Label a group of problems together (one backend call per round); one work record per problem."""
     cfg = ctx.config
     roots = ctx.sample([_root_request(p, cfg.seed) for p in problems], max(cfg.n, cfg.samples_per_problem))

@@ -18,7 +18,7 @@ from posttrainlab.data.formats.mc_value import STATS_BUCKETS, VALUE_SOURCE
 from posttrainlab.label.mc.steps import STEP_SPLITS
 
 if TYPE_CHECKING:
-    from posttrainlab.label.mc.problems import Problem
+    from posttrainlab.label.mc.problems import MCProblem
 
 #: The user turn of every row: the question and the prefix, for a verdict-token PRM to answer yes/no.
 PROMPT_VERSION = "posttrainlab-mc-prompt-v1"
@@ -45,7 +45,7 @@ def row_messages(question: str, prefix: str) -> list[dict[str, str]]:
 
 
 def rows_of(
-    record: dict[str, Any], problem: Problem, *, source: str, step_split: str, text_columns: bool = True
+    record: dict[str, Any], problem: MCProblem, *, source: str, step_split: str, text_columns: bool = True
 ) -> list[dict[str, Any]]:
     """The Polaris MC rows of one work record: one per prefix, traces in order, prefixes in order.
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from posttrainlab.errors import BadInput
 from posttrainlab.label.mc.config import MCConfig, OutputConfig, labelling_settings, output_settings
-from posttrainlab.label.mc.problems import Problem
+from posttrainlab.label.mc.problems import MCProblem
 from posttrainlab.label.mc.rollouts import Context, label_problems
 from posttrainlab.label.mc.rows import (
     PROMPT_SHA256,
@@ -42,7 +42,7 @@ _DEFAULT_CONFIG, _DEFAULT_OUTPUT = MCConfig(), OutputConfig()  # frozen: safe as
 
 
 def run_mc(
-    problems: Sequence[Problem],
+    problems: Sequence[MCProblem],
     backend,
     out: str | os.PathLike,
     *,
@@ -117,7 +117,7 @@ def run_mc(
 
 
 def finalize(
-    problems: Sequence[Problem],
+    problems: Sequence[MCProblem],
     records: dict[str, dict[str, Any]],
     out: Path,
     *,

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from posttrainlab.label.mc.problems import Problem
+    from posttrainlab.label.mc.problems import MCProblem
 
 #: The step separator of each way to split a trace (``MCConfig.step_split``).
 STEP_SPLITS = {"lines": "\n", "paragraphs": "\n\n"}
@@ -44,7 +44,7 @@ def prefix_text(steps: Sequence[str], step_idx: int, how: str = "lines") -> str:
     return sep.join(steps[: step_idx + 1]) + sep
 
 
-def exact_first_error(problem: Problem, steps: Sequence[str]) -> int | None:
+def exact_first_error(problem: MCProblem, steps: Sequence[str]) -> int | None:
     """``first_error`` of an arith-v1 trace (-1 when all right), or None when the question is not arith-v1."""
     from posttrainlab.data.arith.steps import first_error, parse_question
 

@@ -2,7 +2,7 @@
 
 Two policies feed the annotator. The tiny model (untrained here) exercises the real generation path
 through ``posttrain generate``; its solutions are all wrong, so on their own they would teach a PRM
-nothing. ``MixedPolicy`` (tests/pipeline/conftest.py) gives the mix of right and wrong solutions a PRM
+nothing. ``MixedPolicy`` (tests/label/sharp/conftest.py) gives the mix of right and wrong solutions a PRM
 needs, with arith-v1's controlled corruptions. Both are annotated by the program judge served by
 ``posttrain serve`` in a subprocess, as a user would run it; a Step PRM (``configs/prm/step.yaml``) and
 a Span PRM (``configs/prm/span.yaml``) train on the mixed corpus's train split and are scored on its
@@ -24,7 +24,7 @@ from posttrainlab.data.jsonl import read_jsonl
 from posttrainlab.label.annotate import load_solutions
 from posttrainlab.label.generate import GenerateConfig, run_generate
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PRM_FAST = ["optim.max_steps=40", "optim.batch_size=8", "optim.learning_rate=0.003", "optim.save_steps=1000"]
 
 

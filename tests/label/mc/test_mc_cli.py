@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from label_mc.fake_endpoint import FakeEndpoint
+from label.mc.fake_endpoint import FakeEndpoint
 from posttrainlab.cli import main
 from posttrainlab.data.formats.mc_value import validate_mc
 from posttrainlab.data.formats.readers import iter_rows

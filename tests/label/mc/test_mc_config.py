@@ -14,14 +14,14 @@ import pytest
 import yaml
 
 from cli_capture import cli
-from label_mc.fake_endpoint import FakeEndpoint
+from label.mc.fake_endpoint import FakeEndpoint
 from posttrainlab.cli.settings import flag_overrides
 from posttrainlab.config import load_config
 from posttrainlab.errors import BadInput
 from posttrainlab.label.mc.config import MCConfig, MCRunConfig, OutputConfig
 from posttrainlab.label.mc.scripted import ScriptedArithPolicy
 
-SHIPPED = Path(__file__).resolve().parents[2] / "configs" / "label" / "mc.yaml"
+SHIPPED = Path(__file__).resolve().parents[3] / "configs" / "label" / "mc.yaml"
 PATHS = ["--policy", "p", "--data", "d.jsonl", "--out", "o"]
 
 

@@ -15,7 +15,7 @@ from posttrainlab.errors import BadInput
 from posttrainlab.eval.prm_eval import detect_format, read_eval_rows, run, score_items, to_eval_row
 from posttrainlab.eval.prm_metrics import prm_metrics
 
-ASSETS = Path(__file__).resolve().parents[1] / "assets" / "formats"
+ASSETS = Path(__file__).resolve().parents[2] / "assets" / "formats"
 POSTTRAIN = [sys.executable, "-m", "posttrainlab"]
 
 
@@ -68,7 +68,7 @@ TABLE = {("q1", "s1"): [0.95, 0.6, 0.3], ("q2", "t1"): [0.85, 0.45], ("q3", "u1"
 
 
 def test_run_with_a_fake_scorer(tmp_path):
-    """The scores of tests/prm_eval/test_prm_metrics.py, through the runner: same metrics, files written."""
+    """The scores of tests/eval/prm/test_prm_metrics.py, through the runner: same metrics, files written."""
     data = write_rows(tmp_path / "steps.jsonl", STEP_ROWS)
     out = tmp_path / "eval"
     m = run("fake-prm", data, out, scorer=TableScorer(TABLE), progress=False)

@@ -97,7 +97,7 @@ def _schema(rel: str):
 
     folder, name = rel.split("/")[0], Path(rel).stem
     by_folder = {
-        "arith": lambda: RECIPES[name],
+        "arith": lambda: RECIPES[name.split("-")[0]],  # grpo-long.yaml is a grpo recipe
         "models": lambda: {"tiny": TinyModelConfig, "tiny-base": PretrainConfig}[name],
         "prm": lambda: PRMRecipe,
         "label": lambda: {"mc": MCRunConfig}[name],

@@ -37,7 +37,7 @@ FLOORS = {
     **dict.fromkeys(["models", "generation"], 3),
     "data": 2,
     "grading": 1,
-    **dict.fromkeys(["errors", "config", "paths", "progress"], 0),
+    **dict.fromkeys(["errors", "config", "paths", "progress", "provenance", "threads"], 0),
 }
 
 # --------------------------------------------------------------------------------------------------

@@ -31,11 +31,11 @@ def test_every_stage_ran_and_the_report_is_written(run):
     state = json.loads((out / "run.json").read_text())
     names = [s["name"] for s in state["stages"]]
     assert names == [
-        *("prepare", "pretrain", "sft", "eval-sft", "dpo", "eval-dpo", "grpo", "eval-grpo"),
-        *("arith-prm", "prm", "eval-prm", "best-of-n", "report"),
+        *("prepare", "pretrain", "sft", "eval-sft", "dpo", "eval-dpo", "dpo-policy", "eval-dpo-policy"),
+        *("grpo", "eval-grpo", "arith-prm", "prm", "eval-prm", "best-of-n", "beam-search", "report"),
     ]
     assert all(s["status"] == "done" for s in state["stages"])
-    for method in ("sft", "dpo", "grpo"):
+    for method in ("sft", "dpo", "dpo-policy", "grpo"):
         metrics = json.loads((out / "eval" / method / "metrics.json").read_text())
         assert metrics["n"] == 40 and 0.0 <= metrics["accuracy"]["value"] <= 1.0
         assert list(metrics["per_category"]) == list(CATEGORIES)
@@ -51,8 +51,17 @@ def test_every_stage_ran_and_the_report_is_written(run):
     assert prm["solutions"] > 0 and 0.0 <= prm["step"]["auroc"] <= 1.0
     bon = json.loads((out / "best-of-n" / "bon.json").read_text())
     assert bon["problems"] == 20 and bon["ns"] == [1, 2, 4] and "majority" in bon["selectors"]
+    pairs = json.loads((out / "dpo-policy" / "preference_pairs.json").read_text())
+    assert pairs["counts"]["pairs"] > 0  # sampled from the SFT model, graded
+    beam = json.loads((out / "beam-search" / "beam.json").read_text())
+    assert beam["problems"] == 20 and beam["tokens_per_problem"] > 0
     report = (out / "report.md").read_text()
     assert "## Process reward model" in report and "## Best-of-N" in report
+    assert "## Paired comparisons" in report and "McNemar" in report
+    assert "smoke numbers measure nothing" in report.lower()
+    provenance = json.loads((out / "run.json").read_text())["provenance"]
+    assert provenance["seeds"] == {"sft": [0], "dpo": [0], "dpo-policy": [0], "grpo": [0]}
+    assert provenance["versions"]["torch"] and provenance["argv"]
 
 
 def test_second_run_reuses_every_stage(run):
@@ -63,7 +72,7 @@ def test_second_run_reuses_every_stage(run):
     )  # fmt: skip
     assert r.returncode == 0, r.stderr[-3000:]
     state = json.loads((out / "run.json").read_text())
-    assert [s["status"] for s in state["stages"]][:-1] == ["cached"] * 12
+    assert [s["status"] for s in state["stages"]][:-1] == ["cached"] * 15
 
 
 def test_unknown_preset_and_key_are_one_line_errors(tmp_path):

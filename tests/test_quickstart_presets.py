@@ -32,16 +32,18 @@ def test_the_presets_are_the_shipped_yaml_files():
 
 def test_the_default_preset_is_the_measured_recipe():
     cfg = quickstart_config("default")
-    assert cfg.base == PretrainConfig() and cfg.base_model is None and cfg.methods == ["dpo", "grpo"]
+    assert cfg.base == PretrainConfig() and cfg.base_model is None and cfg.methods == ["dpo", "dpo-policy", "grpo"]
     assert (cfg.sft.dataset.split, cfg.sft.dataset.limit, cfg.sft.optim.epochs, cfg.sft.optim.learning_rate,
             cfg.sft.optim.batch_size) == ("sft_train_3k", None, 2, 1e-3, 16)  # fmt: skip
     assert (cfg.dpo.dataset.split, cfg.dpo.optim.epochs, cfg.dpo.optim.learning_rate, cfg.dpo.optim.batch_size,
-            cfg.dpo.beta) == ("preference_train", 1, 1e-4, 8, 0.1)  # fmt: skip
+            cfg.dpo.beta) == ("preference_train", 1, 2e-5, 8, 0.1)  # fmt: skip
     assert (cfg.grpo.dataset.limit, cfg.grpo.optim.learning_rate, cfg.grpo.optim.batch_size, cfg.grpo.num_generations,
             cfg.grpo.max_completion_length, cfg.grpo.optim.save_steps) == (160, 2e-5, 16, 8, 48, 20)  # fmt: skip
     prm = cfg.process.prm
     assert (prm.optim.epochs, prm.optim.learning_rate, prm.optim.batch_size, cfg.process.k, cfg.process.limit,
-            cfg.process.bon_n) == (2, 1e-4, 16, 4, 250, 16)  # fmt: skip
+            cfg.process.bon_n, cfg.process.bon_limit) == (1, 1e-3, 16, 8, None, 16, 300)  # fmt: skip
+    beam = cfg.process.beam
+    assert (cfg.seeds, cfg.dpo.preference.source, beam.beams, beam.proposals) == (1, "synthetic", 4, 4)
     assert (cfg.eval.split, cfg.eval.limit, cfg.eval.max_new_tokens) == ("test", None, 48)
 
 

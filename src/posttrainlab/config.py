@@ -7,6 +7,13 @@ naming the file (or the override) and the key, and the CLI exits 2; and the ship
 files under ``posttrainlab/configs/`` are package data, and a documented path such as
 ``configs/arith/sft.yaml`` that does not exist under the working directory loads the shipped file
 (``config_path``), so the README's commands work from a pip install as they do from the repository.
+
+**Kinds.** A config file may say what it configures in a top-level ``kind:`` line (every shipped recipe does:
+``kind: sft``, ``kind: prm``...). ``load_config(..., kind=K)`` refuses a file whose ``kind`` is not ``K`` in one
+line, and takes the line out before the fields are merged. This is the rule that tells ``posttrain train dpo
+--config configs/arith/sft.yaml`` apart from a DPO recipe: every key of the SFT file is also a DPO field, so the
+keys alone cannot (a key a recipe class lacks is refused anyway). A file without ``kind:`` (one of your own, or a
+run's ``recipe.yaml``) is checked by its keys only; without ``kind=``, a ``kind:`` line is taken out unchecked.
 """
 
 from __future__ import annotations
@@ -45,10 +52,15 @@ def config_path(path: str | os.PathLike) -> Path:
 
 
 def load_config(
-    cls: type[T], path: str | os.PathLike | None = None, overrides: list[str] | None = None, *, start: T | None = None
+    cls: type[T],
+    path: str | os.PathLike | None = None,
+    overrides: list[str] | None = None,
+    *,
+    start: T | None = None,
+    kind: str | None = None,
 ) -> T:
     """Build a ``cls`` from defaults (or the instance ``start``), then the YAML at ``path`` (``config_path``),
-    then overrides."""
+    then overrides; a ``kind:`` line in the YAML must equal ``kind`` when that is given (module docstring)."""
     import yaml
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
@@ -65,6 +77,7 @@ def load_config(
             loaded = OmegaConf.load(path)
             if loaded is None or not hasattr(loaded, "keys"):
                 raise BadInput(f"{where}: expected a YAML mapping of config fields")
+            _check_kind(loaded, cls, kind, where)
             schema = OmegaConf.merge(schema, loaded)
         for item in overrides or []:
             where = f"override {item!r}"
@@ -76,6 +89,18 @@ def load_config(
         raise BadInput(f"{where}: {config_error_line(e)}") from None
     except (OSError, ValueError, yaml.YAMLError) as e:
         raise BadInput(f"{where}: {config_error_line(e)}") from None
+
+
+def _check_kind(loaded: Any, cls: type, kind: str | None, where: str) -> None:
+    """Take the file's ``kind:`` line out of ``loaded`` (unless ``cls`` has a field of that name); refuse it when it
+    is not ``kind``."""
+    from dataclasses import fields, is_dataclass
+
+    if "kind" not in loaded or (is_dataclass(cls) and "kind" in {f.name for f in fields(cls)}):
+        return
+    found = loaded.pop("kind")
+    if kind is not None and found != kind:
+        raise BadInput(f"{where}: kind {found!r} (its kind: line), but this command takes kind {kind!r}")
 
 
 def to_dict(config: Any) -> dict[str, Any]:

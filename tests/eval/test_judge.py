@@ -466,7 +466,10 @@ def test_cli_judge_then_recompute(tmp_path, capsys):
         ([], "give --data-file and --model-name"),
         (["--data-file", "d.jsonl"], "give --data-file and --model-name"),
         (["--filepath", "nowhere.jsonl"], "nowhere.jsonl: no such file"),
-        (["--data-file", str(DATA), "--model-name", "m", "--on-invalid", "ignore"], "--on-invalid 'ignore'"),
+        (
+            ["--data-file", str(DATA), "--model-name", "m", "--on-invalid", "ignore"],
+            "'--on-invalid': 'ignore' is not one of",
+        ),
         (["--data-file", str(DATA), "--model-name", "m", "--num-threads", "0"], "--num-threads 0"),
     ],
 )

@@ -135,7 +135,9 @@ def test_training_on_a_base_says_new_head_in_one_line(tiny_model, caplog):
     with caplog.at_level(logging.WARNING):
         model, _, _ = load_for_training(tiny_model, head="token-cls")
     notices = [r.getMessage() for r in caplog.records if "new token-classification head" in r.getMessage()]
-    assert notices == [f"prm: new token-classification head `score` (2 classes) on top of {tiny_model}"]
+    assert notices == [
+        f"prm: new token-classification head `score` (2 classes) on top of {tiny_model}; its weights start random"
+    ]
     assert "LOAD REPORT" not in caplog.text  # transformers' multi-line table, silenced for this case only
     assert model.score.weight.shape == (2, 32)
 

@@ -97,7 +97,8 @@ def test_a_field_that_cannot_change_the_output_is_accepted(echo_client, field, v
 
 
 def test_logprobs_zero_on_completions_is_not_taken_for_false(echo_client):
-    """``logprobs: 0`` asks completions for the drawn tokens' log-probabilities; only false/null means none."""
+    """``logprobs: 0`` asks completions for the drawn tokens' log-probabilities (which a backend that only
+    generates text cannot give: a 400); only false/null means none."""
     r = echo_client.post("/v1/completions", json={"model": "m", "prompt": "x", "logprobs": 0})
     assert r.status_code == 400 and error_of(r)["message"].startswith("logprobs: ")
     assert echo_client.post("/v1/completions", json={"model": "m", "prompt": "x", "logprobs": None}).status_code == 200

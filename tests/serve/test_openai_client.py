@@ -125,9 +125,9 @@ def test_the_server_answers_while_the_backend_is_busy():
 def test_client_errors(server):
     with pytest.raises(openai.NotFoundError, match="does not exist"):
         client_for(server).chat.completions.create(model="gpt-4", messages=[{"role": "user", "content": "hi"}])
-    with pytest.raises(openai.BadRequestError, match="streaming is not supported"):
+    with pytest.raises(openai.BadRequestError, match="top_logprobs: needs logprobs=true"):
         client_for(server).chat.completions.create(
-            model="tiny", messages=[{"role": "user", "content": "hi"}], stream=True
+            model="tiny", messages=[{"role": "user", "content": "hi"}], top_logprobs=2
         )
     with ServerThread(create_app(EchoBackend(), "m", api_key="k")) as keyed:
         with pytest.raises(openai.AuthenticationError):

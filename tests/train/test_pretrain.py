@@ -99,3 +99,23 @@ def test_pretrain_replaces_an_earlier_base_but_not_a_user_file_in_it(base, tmp_p
     with pytest.raises(BadInput, match=r"notes\.txt"):
         pretrain(CFG, earlier)
     assert (earlier / "notes.txt").read_text() == "my notes" and is_cached(earlier, other)
+
+
+def test_pretrain_prints_one_line_per_logging_step_and_a_final_line(tmp_path, capfd):
+    """Not transformers' tqdm bar and raw log dicts (progress.use_train_log): ``pretrain  step N/M  loss ...``."""
+    import re
+    from dataclasses import replace
+
+    cfg = replace(CFG, corpus=CorpusConfig(size=100), train=replace(CFG.train, logging_steps=1), heldout_per_op=2)
+    pretrain(cfg, tmp_path / "base")
+    out, err = capfd.readouterr()
+    history = json.loads((tmp_path / "base" / "pretrain.json").read_text())["log_history"]
+    losses = [h["loss"] for h in history if "loss" in h]
+    steps = [line for line in out.splitlines() if line.startswith("pretrain  step ")]
+    n = len(losses)
+    assert n > 1 and len(steps) == n
+    assert all(line.startswith(f"pretrain  step {i}/{n}  loss {loss:.3g}  lr ") for i, (line, loss)
+               in enumerate(zip(steps, losses, strict=True), start=1))  # fmt: skip
+    assert re.search(rf"^pretrain done: {n} steps in .*, final loss {losses[-1]:.3g}$", out, re.M)
+    assert "{'loss'" not in out + err and f"/{n} [" not in err  # no tqdm training bar (a library call keeps
+    # transformers' own saving bar: only the CLI and the quickstart quiet the libraries)

@@ -169,3 +169,28 @@ def test_prm_resume_says_so_and_refuses_another_recipe(capsys, tiny_model, tmp_p
     assert code == 0, err
     assert any(x.startswith("prm: resuming") and "step 1" in x for x in stdout.splitlines()), stdout
     assert summary(out)["resumed_from"] == str(out / "checkpoint-1")
+
+
+def test_a_field_added_since_the_run_at_its_default_is_not_a_change(tmp_path):
+    """A recipe.yaml written before ``dpo.preference`` existed resumes; a non-default value is still a change."""
+    import yaml
+
+    from posttrainlab.config import to_dict
+    from posttrainlab.train.common import recipe_changes
+    from posttrainlab.train.recipes import DPORecipe
+
+    old = to_dict(DPORecipe())
+    del old["preference"]
+    saved = tmp_path / "recipe.yaml"
+    saved.write_text(yaml.safe_dump(old), encoding="utf-8")
+    assert recipe_changes(saved, DPORecipe()) == []
+    changed = DPORecipe()
+    changed.preference.source = "policy"
+    assert recipe_changes(saved, changed) == ["preference.source (unset) -> policy"]
+
+
+def test_seeds_train_one_folder_per_seed_each_with_the_next_seed(capsys, tiny_model, arith_dir, tmp_path):
+    out = tmp_path / "sft"
+    code, stdout, _ = sft(capsys, tiny_model, arith_dir, out, flags=("--seeds", "2"))
+    assert code == 0 and "(seed 2/2, optim.seed 1)" in stdout
+    assert (summary(out)["recipe"]["optim"]["seed"], summary(tmp_path / "sft-s1")["recipe"]["optim"]["seed"]) == (0, 1)

@@ -103,16 +103,46 @@ def _root(
     """posttrainlab: process supervision of math reasoning."""
 
 
+def usage_line(e: Exception) -> str:
+    """A usage error (unknown flag, a value not among an option's choices, a missing option) as one line, with the
+    ``--help`` to read: the same form as a ``BadInput`` (docs/design.md, exit codes).
+
+    click prints usage errors over three lines or more (usage, a hint, the error); posttrain says what is wrong in
+    one line, as it does for every other bad input.
+    """
+    text = " ".join(e.format_message().split()).replace("Value error, ", "")  # typer's Literal check adds the prefix
+    ctx = getattr(e, "ctx", None)
+    hint = f" (`{ctx.command_path} --help` lists them)" if ctx is not None else ""
+    return f"posttrain: error: {text}{hint}"
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point: run the app and turn ``PosttrainError`` into one line and its exit code."""
+    """Console-script entry point: run the app and turn ``PosttrainError`` and usage errors into one line and their
+    exit code (2 for bad usage or bad input)."""
+    from posttrainlab.cli.options import click_errors
+    from posttrainlab.threads import configure_threads
+
+    configure_threads(None)  # the thread policy's OpenMP variables, before any verb imports torch (threads.py)
+    click_exception, no_args_is_help = click_errors()
     # TRL 1.16 reads `model.is_gradient_checkpointing`, which transformers 5.24 deprecates: a warning at every
     # checkpoint save that no user of this CLI can act on
     warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
     try:
-        app(args=argv, prog_name="posttrain")
+        code = app(args=argv, prog_name="posttrain", standalone_mode=False)
     except PosttrainError as e:
         print(f"posttrain: error: {e}", file=sys.stderr)
         raise SystemExit(e.exit_code) from None
+    except no_args_is_help as e:  # `posttrain train`: the group's help, as click shows it
+        e.show()
+        raise SystemExit(e.exit_code) from None
+    except click_exception as e:
+        print(usage_line(e), file=sys.stderr)
+        raise SystemExit(e.exit_code) from None
+    except typer.Abort:
+        print("Aborted!", file=sys.stderr)
+        raise SystemExit(1) from None
     except KeyboardInterrupt:  # outside a verb (while parsing flags, say)
         print(interrupt_message(list(sys.argv[1:] if argv is None else argv)), file=sys.stderr)
         raise SystemExit(130) from None
+    if isinstance(code, int) and code:  # typer.Exit(code), e.g. 130 after an interrupt inside a verb
+        raise SystemExit(code)

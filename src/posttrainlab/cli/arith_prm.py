@@ -13,6 +13,9 @@ from pathlib import Path
 
 import typer
 
+from posttrainlab.cli.options import DATA, OUT, THREADS, check_data, check_model, choice
+from posttrainlab.models.loading import DTYPES
+
 
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
@@ -39,8 +42,8 @@ def stats_table(manifest: dict):
 
 def arith_prm(
     policy: str = typer.Option(..., "--policy", help="Policy to sample: a Hugging Face model folder or Hub id."),
-    data: str = typer.Option(..., "--data", help="arith-v1 folder (posttrain data prepare) or hf:// path."),
-    out: Path = typer.Option(..., "--out", help="Output folder (replaced atomically; empty or an arith-prm build)."),
+    data: str = typer.Option(..., *DATA, help="arith-v1 folder (posttrain data prepare) or hf:// path."),
+    out: Path = typer.Option(..., *OUT, help="Output folder (replaced atomically; empty or an arith-prm build)."),
     k: int = typer.Option(4, "--k", help="Solutions sampled per problem."),
     seed: int = typer.Option(0, "--seed", help="Sampling seed (and the held-out corruption seed)."),
     limit: int | None = typer.Option(None, "--limit", help="Use the first N records of every arith-v1 split read."),
@@ -50,14 +53,21 @@ def arith_prm(
     batch_size: int = typer.Option(32, "--batch-size", help="Prompts per generate call."),
     train_prompts: str = typer.Option("rl_train", "--train-prompts", help="arith-v1 splits sampled for train."),
     heldout_prompts: str = typer.Option("dev,validation", "--heldout-prompts", help="Splits sampled for heldout."),
-    dtype: str = typer.Option("float32", "--dtype", help="float32, bfloat16, float16 or auto."),
+    dtype: choice(DTYPES) = typer.Option("float32", "--dtype", help="Weights' dtype (auto: the checkpoint's own)."),
     trust_remote_code: bool = typer.Option(False, "--trust-remote-code", help="Run the model repo's own code."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+    threads: int | None = typer.Option(None, *THREADS, help="torch CPU threads (default: the thread policy)."),
 ) -> None:
     """Sample K solutions per problem, label every step exactly, write the step and Math-Shepherd views."""
     from rich.console import Console
 
     from posttrainlab.label.arith_prm import build
+    from posttrainlab.threads import check_threads, configure_threads
+
+    check_threads(threads)  # every check before torch is imported (cli.options)
+    check_model(policy, "--policy")
+    check_data(data)
+    configure_threads(threads)
 
     def names(text: str) -> tuple[str, ...]:
         return tuple(n.strip() for n in text.split(",") if n.strip())

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import typer
 
+from posttrainlab.cli.options import OUT
+from posttrainlab.data.arith.splits import LATEST, VERSIONS
 from posttrainlab.errors import BadInput, PosttrainError
 
 data_app = typer.Typer(help="Build, verify, convert, validate and describe datasets.", no_args_is_help=True)
@@ -43,9 +45,10 @@ def summary_table(manifest: dict, title: str):
 
 @data_app.command("prepare")
 def prepare(
+    # --dataset and --version stay text options: their refusals name the dataset ("unknown arith-v1 version")
     dataset: str = typer.Option("arith-v1", help="Dataset to build (only arith-v1 is generated locally)."),
-    version: str = typer.Option("1.3.0", help="Release to build: 1.0.0, 1.1.0, 1.2.0 or 1.3.0."),
-    out: Path = typer.Option(DEFAULT_OUT, help="Output folder (replaced atomically; must be empty or a build)."),
+    version: str = typer.Option(LATEST, help=f"Release to build: one of {', '.join(VERSIONS)}."),
+    out: Path = typer.Option(DEFAULT_OUT, *OUT, help="Output folder (replaced atomically; must be empty or a build)."),
     check: bool = typer.Option(
         False,
         "--check",

@@ -14,6 +14,13 @@ from pathlib import Path
 
 import typer
 
+from posttrainlab.cli.options import DATA, OUT, OVERWRITE, THREADS, check_data, check_model, check_results, choice
+from posttrainlab.data.formats import STEP_FORMATS
+from posttrainlab.eval.best_of_n import AGGREGATIONS
+from posttrainlab.models.loading import DTYPES
+
+THREADS_HELP = "torch CPU threads (default: the thread policy, posttrainlab.threads)."
+
 
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
@@ -55,23 +62,32 @@ def prm_table(m: dict):
 def prm(
     model: str = typer.Option(..., "--model", help="PRM: a local folder (posttrain train prm) or a Hub id."),
     data: str = typer.Option(
-        ..., "--data", help="Step-level file (.jsonl/.json/.parquet), hf:// path, or arith-prm DIR[:SPLIT]."
+        ..., *DATA, help="Step-level file (.jsonl/.json/.parquet), hf:// path, or arith-prm DIR[:SPLIT]."
     ),
-    out: Path = typer.Option(..., "--out", help="Output folder for metrics.json, scores.jsonl, reliability.png."),
+    out: Path = typer.Option(..., *OUT, help="Output folder for metrics.json, scores.jsonl, reliability.png."),
     threshold: float = typer.Option(0.5, "--threshold", help="A step is predicted wrong when its score is below."),
     batch_size: int = typer.Option(16, "--batch-size", help="Solutions per PRM forward pass."),
-    fmt: str | None = typer.Option(
-        None, "--format", help="step, math-shepherd, processbench or span (default: from the first row)."
+    fmt: choice(STEP_FORMATS) | None = typer.Option(
+        None, "--format", help="Format of the rows (default: told from the first row)."
     ),
     limit: int | None = typer.Option(None, "--limit", help="Evaluate the first N rows."),
-    dtype: str = typer.Option("float32", "--dtype", help="float32, bfloat16, float16 or auto."),
+    dtype: choice(DTYPES) = typer.Option("float32", "--dtype", help="Weights' dtype (auto: the checkpoint's own)."),
     device: str | None = typer.Option(None, "--device", help="cpu, cuda, ... (default: CUDA when available)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+    threads: int | None = typer.Option(None, *THREADS, help=THREADS_HELP),
+    overwrite: bool = OVERWRITE,
 ) -> None:
     """Score step-labelled solutions with a PRM: wrong-step P/R/F1, AUROC, first-error F1, ECE, per position."""
     from rich.console import Console
 
     from posttrainlab.eval.prm_eval import run
+    from posttrainlab.threads import check_threads, configure_threads
+
+    check_results(out, "metrics.json", overwrite)  # every check before torch is imported (cli.options)
+    check_threads(threads)
+    check_model(model)
+    check_data(data)
+    configure_threads(threads)
 
     m = run(
         model,
@@ -114,8 +130,8 @@ def bon_table(b: dict):
 def best_of_n(
     policy: str = typer.Option(..., "--policy", help="Policy to sample: a Hugging Face model folder or Hub id."),
     prm_model: str = typer.Option(..., "--prm", help="PRM folder (posttrain train prm) or Hub id."),
-    data: str = typer.Option(..., "--data", help="arith-v1 folder (DIR or DIR:SPLIT; default split test) or file."),
-    out: Path = typer.Option(..., "--out", help="Output folder: bon.json, samples.jsonl (cache), best_of_n.png."),
+    data: str = typer.Option(..., *DATA, help="arith-v1 folder (DIR or DIR:SPLIT; default split test) or file."),
+    out: Path = typer.Option(..., *OUT, help="Output folder: bon.json, samples.jsonl (cache), best_of_n.png."),
     n: int = typer.Option(16, "--n", help="Samples per problem (drawn once)."),
     ns: str | None = typer.Option(
         None, "--ns", help="n values to report, e.g. 1,2,4,8,16 (default: powers of 2 up to --n, and --n)."
@@ -127,17 +143,30 @@ def best_of_n(
     limit: int | None = typer.Option(None, "--limit", help="Use the first N problems (default: all)."),
     batch_size: int = typer.Option(32, "--batch-size", help="Prompts per generate call."),
     prm_batch_size: int = typer.Option(16, "--prm-batch-size", help="Solutions per PRM forward pass."),
-    vote_aggregation: str = typer.Option(
-        "min", "--vote-aggregation", help="Step-score aggregation weighting the PRM vote: min, last, product, mean."
+    vote_aggregation: choice(AGGREGATIONS) = typer.Option(
+        "min", "--vote-aggregation", help="Step-score aggregation weighting the PRM vote."
     ),
-    dtype: str = typer.Option("float32", "--dtype", help="float32, bfloat16, float16 or auto."),
+    dtype: choice(DTYPES) = typer.Option("float32", "--dtype", help="Weights' dtype (auto: the checkpoint's own)."),
     device: str | None = typer.Option(None, "--device", help="PRM device (default: CUDA when available)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
+    threads: int | None = typer.Option(None, *THREADS, help=THREADS_HELP),
+    overwrite: bool = typer.Option(
+        False, "--overwrite", help="Replace bon.json an earlier run left in --out (its sample cache is reused anyway)."
+    ),
 ) -> None:
     """Sample n solutions per problem once; pick one by PRM (min/last/product/mean), majority or PRM vote."""
     from rich.console import Console
 
     from posttrainlab.eval.best_of_n import run
+    from posttrainlab.threads import check_threads, configure_threads
+
+    # only bon.json is a result: samples.jsonl is the sample cache a rerun with the same settings reuses
+    check_results(out, "bon.json", overwrite)
+    check_threads(threads)
+    check_model(policy, "--policy")
+    check_model(prm_model, "--prm")
+    check_data(data)
+    configure_threads(threads)
 
     b = run(
         policy,

@@ -14,6 +14,20 @@ from pathlib import Path
 
 import typer
 
+from posttrainlab.cli.options import (
+    CONCURRENCY,
+    DATA,
+    OUT,
+    OVERWRITE,
+    THREADS,
+    check_model,
+    check_results,
+    check_split,
+    choice,
+)
+from posttrainlab.eval.judge import OnInvalid
+from posttrainlab.models.loading import DTYPES
+
 eval_app = typer.Typer(
     help="Evaluate policies: accuracy per category with intervals, pass@k, preferences.", no_args_is_help=True
 )
@@ -67,8 +81,8 @@ def summary_lines(metrics: dict) -> list[str]:
 @eval_app.command("policy")
 def policy(
     model: str = typer.Option(..., "--model", help="Policy: a local Hugging Face model folder or a Hub id."),
-    data: str = typer.Option(..., "--data", help="Dataset folder (DIR or DIR:SPLIT), split file, or hf://… path."),
-    out: Path = typer.Option(..., "--out", help="Output folder for metrics.json and samples.jsonl."),
+    data: str = typer.Option(..., *DATA, help="Dataset folder (DIR or DIR:SPLIT), split file, or hf://… path."),
+    out: Path = typer.Option(..., *OUT, help="Output folder for metrics.json and samples.jsonl."),
     split: str | None = typer.Option(
         None, "--split", help="Split to evaluate (default: the one in --data, else test)."
     ),
@@ -88,24 +102,27 @@ def policy(
         "preference_test", "--preference-split", help="Preference pairs to rank, or 'none' to skip."
     ),
     trust_remote_code: bool = typer.Option(False, "--trust-remote-code", help="Run the model repo's own code."),
-    dtype: str = typer.Option("float32", "--dtype", help="float32, bfloat16, float16 or auto."),
+    dtype: choice(DTYPES) = typer.Option("float32", "--dtype", help="Weights' dtype (auto: the checkpoint's own)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
     threads: int | None = typer.Option(
-        None, "--threads", help="torch CPU threads (1 is fastest for the tiny model on a busy machine)."
+        None, *THREADS, help="torch CPU threads (1 is fastest for the tiny model on a busy machine)."
     ),
+    overwrite: bool = OVERWRITE,
 ) -> None:
     """Generate on a split, grade, and write metrics.json (accuracy per category with 95% CIs) and samples.jsonl."""
     from rich.console import Console
 
-    from posttrainlab.errors import BadInput
     from posttrainlab.eval.policy import evaluate_policy
+    from posttrainlab.threads import check_threads, configure_threads
 
-    if threads is not None:
-        if threads < 1:
-            raise BadInput(f"--threads {threads}: must be at least 1")
-        import torch
-
-        torch.set_num_threads(threads)
+    # every check before torch is imported (cli.options), in evaluate_policy's order: data and split, then models
+    check_results(out, "metrics.json", overwrite)
+    check_threads(threads)
+    check_split(data, split, default="test")
+    check_model(model)
+    if ref_model is not None:
+        check_model(ref_model, "--ref-model")
+    configure_threads(threads)
     metrics = evaluate_policy(
         model,
         data,
@@ -187,17 +204,17 @@ def _judge_lines(metrics: dict) -> list[str]:
 @eval_app.command("judge")
 def judge(
     data_file: str | None = typer.Option(
-        None, "--data-file", help="Math-Shepherd rows (prompt, completions, labels): .parquet, .jsonl or hf://."
+        None, *DATA, help="Math-Shepherd rows (prompt, completions, labels): .parquet, .jsonl or hf://."
     ),
     model_name: str | None = typer.Option(None, "--model-name", help="The model name the endpoint serves."),
     model_url: str = typer.Option("http://localhost:7010/v1", "--model-url", help="OpenAI-compatible base URL."),
-    num_threads: int = typer.Option(32, "--num-threads", help="Concurrent requests."),
+    num_threads: int = typer.Option(32, *CONCURRENCY, help="Concurrent requests (--num-threads: the card's name)."),
     max_tokens: int = typer.Option(8000, "--max-tokens", help="Generation limit per answer (the card's 8,000)."),
     max_samples: int | None = typer.Option(
         None, "--max-samples", help="Judge the first N rows only: a smoke run, marked as such."
     ),
-    output_dir: Path = typer.Option(Path("test_result"), "--output-dir", help="Where <run>.jsonl and metrics go."),
-    on_invalid: str = typer.Option(
+    output_dir: Path = typer.Option(Path("test_result"), *OUT, help="Where <run>.jsonl and metrics go."),
+    on_invalid: OnInvalid = typer.Option(
         "abort", "--on-invalid", help="A row with no valid answer after 4 tries: abort the run, or record it as failed."
     ),
     api_key: str = typer.Option("EMPTY", "--api-key", help="API key (a local vLLM server takes EMPTY)."),
@@ -301,6 +318,10 @@ def judge_summary(
 
 
 # ---- posttrain eval prm / best-of-n (process reward models, docs/prm-eval.md) -------------------------
+from posttrainlab.cli.beam_search import register as _register_beam_search  # noqa: E402
+from posttrainlab.cli.compare import register as _register_compare  # noqa: E402
 from posttrainlab.cli.eval_prm import register as _register_prm_eval  # noqa: E402
 
 _register_prm_eval(eval_app)
+_register_beam_search(eval_app)  # eval beam-search (docs/prm-eval.md "Beam search")
+_register_compare(eval_app)  # eval compare (docs/metrics.md "Paired comparison")

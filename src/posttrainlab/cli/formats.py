@@ -23,18 +23,12 @@ from typing import Annotated, Any
 
 import typer
 
+from posttrainlab.data.formats import FORMATS
 from posttrainlab.errors import BadInput
 
-
-class FormatName(str, Enum):
-    """The formats ``validate`` and ``stats`` know: ``posttrainlab.data.formats.FORMATS``, spelled out so that
-    ``posttrain --help`` need not import the format modules (tests/data/formats/test_fmt_cli.py holds them equal)."""
-
-    step = "step"
-    span = "span"
-    math_shepherd = "math-shepherd"
-    mc_value = "mc-value"
-    processbench = "processbench"
+#: the formats ``validate`` and ``stats`` know, made from ``posttrainlab.data.formats.FORMATS`` (the one list; the
+#: CLI imports the registry anyway, through ``label.mc``): ``FormatName.math_shepherd.value == "math-shepherd"``
+FormatName = Enum("FormatName", {name.replace("-", "_"): name for name in FORMATS}, type=str)
 
 
 class MathShepherdTarget(str, Enum):

@@ -18,8 +18,13 @@ from pathlib import Path
 
 import typer
 
-from posttrainlab.cli.settings import flag_overrides, hide_secrets, settings_help
-from posttrainlab.label.mc.config import MCRunConfig
+from posttrainlab.cli.settings import check_choices, flag_overrides, hide_secrets, settings_help
+from posttrainlab.generation.factory import BACKENDS
+from posttrainlab.label.mc.config import OUTPUT_FORMATS, SEARCHES, MCRunConfig
+from posttrainlab.label.mc.judge import MODES
+from posttrainlab.label.mc.steps import STEP_SPLITS
+from posttrainlab.models.loading import DTYPES
+from posttrainlab.threads import configure_threads
 
 label_app = typer.Typer(
     help="Label reasoning prefixes: Monte-Carlo values (mc) and their agreement with exact labels.",
@@ -42,12 +47,21 @@ def _print_table(stats: dict, title: str) -> None:
     Console().print(table)
 
 
+#: the settings of `label mc` that take one of a few values, each tuple from the module that defines it
+MC_CHOICES = {
+    "backend": BACKENDS,
+    "search": SEARCHES,
+    "step_split": STEP_SPLITS,
+    "formats": OUTPUT_FORMATS,
+    "judge_relabel": MODES,
+    "dtype": DTYPES,
+}
 MC_HELP = (
     "Label every prefix of base traces with V = share of correct continuations; write Polaris-MC rows.\n\n"
     "Settings come from their defaults, then --config FILE.yaml (configs/label/mc.yaml lists every key with its "
     "default), then the command line in order: key=VALUE, or a flag as always (--some-flag VALUE is "
     "some_flag=VALUE; --flag / --no-flag for true / false). --print-config shows the result. The settings:\n\n"
-    + settings_help(MCRunConfig)
+    + settings_help(MCRunConfig, MC_CHOICES)
 )
 
 
@@ -76,12 +90,9 @@ def _label(cfg: MCRunConfig) -> None:
     from posttrainlab.label.mc import load_problems, parse_shard, run_mc
 
     cfg.check_paths()
+    check_choices(cfg, MC_CHOICES)  # before any data is read (a bad --dtype would otherwise wait for torch)
     cfg.check()
     shard = parse_shard(cfg.shard)
-    if cfg.threads is not None:
-        import torch
-
-        torch.set_num_threads(cfg.threads)
     problems = load_problems(cfg.data, split=cfg.split, limit=cfg.limit, grader=cfg.grader, step_split=cfg.step_split)
     relabeler = None
     if cfg.judge_model is not None:
@@ -91,6 +102,7 @@ def _label(cfg: MCRunConfig) -> None:
             cfg.judge_model, backend="openai", base_url=cfg.judge_url, api_key=cfg.api_key, batch_size=cfg.batch_size
         )
         relabeler = Relabeler(judge, mode=cfg.judge_relabel, seed=cfg.seed)
+    configure_threads(cfg.threads)  # before the policy's backend imports torch
     extra: dict = {}
     if cfg.backend == "transformers":
         extra = {"progress": False, "trust_remote_code": cfg.trust_remote_code, "dtype": cfg.dtype}

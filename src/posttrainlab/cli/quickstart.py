@@ -17,11 +17,18 @@ def quickstart(
     print_config: bool = typer.Option(
         False, "--print-config", help="Print the resolved config as YAML and exit (nothing is run or written)."
     ),
+    verbose: bool = typer.Option(
+        False, "--verbose", help="Show the libraries' progress bars and notes too (datasets, transformers, TRL)."
+    ),
     overrides: list[str] = typer.Argument(None, help="key=value overrides, e.g. sft.optim.epochs=1."),
 ) -> None:
-    """prepare arith-v1 → pretrain the tiny base (cached) → SFT → eval → DPO, GRPO → eval → report."""
+    """prepare arith-v1 → pretrain the tiny base (cached) → SFT → eval → DPO, GRPO → eval → report.
+
+    Each stage prints ``stage i/M: NAME`` and its time; ``OUT/quickstart.log`` gets a line at each start and end.
+    """
     from rich.console import Console
 
+    from posttrainlab.progress import quiet_libraries
     from posttrainlab.quickstart import quickstart_config, resolved, run_quickstart
 
     cfg = quickstart_config(preset, overrides)
@@ -30,6 +37,7 @@ def quickstart(
 
         typer.echo(to_yaml(resolved(cfg, out)), nl=False)
         return
+    quiet_libraries(verbose)
     console = Console()
     html = run_quickstart(out, cfg, console)
     md = html.with_suffix(".md")

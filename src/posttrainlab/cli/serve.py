@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import typer
 
+from posttrainlab.threads import check_threads, configure_threads
+
 JUDGES = ("arith",)
 
 
@@ -29,10 +31,7 @@ def _backend(model: str | None, judge: str | None, judge_noise: float | None, se
     assert model is not None
     from posttrainlab.generation.transformers_backend import TransformersBackend
 
-    if opts["threads"] is not None:
-        import torch
-
-        torch.set_num_threads(opts["threads"])
+    configure_threads(opts["threads"])
     backend = TransformersBackend.from_pretrained(
         model,
         batch_size=opts["max_batch_size"],
@@ -83,8 +82,7 @@ def serve(
         raise BadInput(f"--max-batch-size {max_batch_size}: must be at least 1")
     if batch_wait_ms < 0:
         raise BadInput(f"--batch-wait-ms {batch_wait_ms}: must be >= 0")
-    if threads is not None and threads < 1:
-        raise BadInput(f"--threads {threads}: must be at least 1")
+    check_threads(threads)
     if api_key is not None and not api_key.strip():
         raise BadInput("--api-key is empty")
 

@@ -21,10 +21,14 @@ from __future__ import annotations
 import json
 import types
 import typing
+from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, Field, fields, replace
 from typing import Any
 
+from posttrainlab.cli.options import FLAG_ALIASES
 from posttrainlab.errors import BadInput
+
+Choices = Mapping[str, Sequence[str]]
 
 
 def _not_none(hint: Any) -> Any:
@@ -73,6 +77,8 @@ def flag_overrides(cls: type, tokens: list[str], *, command: str) -> list[str]:
             continue
         flag, has_value, inline = token[2:].partition("=")
         key = flag.replace("-", "_")
+        if key not in settings and FLAG_ALIASES.get(flag) in settings:
+            key = FLAG_ALIASES[flag]
         value: Any = True
         if key not in settings and flag in off:
             key, value = off[flag], False
@@ -105,22 +111,48 @@ def flag_overrides(cls: type, tokens: list[str], *, command: str) -> list[str]:
     return out
 
 
-def _flag_text(field: Field, arity: int | str, metavar: str) -> str:
+def _flag_text(field: Field, arity: int | str, metavar: str, choices: Sequence[str] | None = None) -> str:
     flag = "--" + field.name.replace("_", "-")
+    names = flag + "".join(f"/--{alias}" for alias, name in FLAG_ALIASES.items() if name == field.name)
     if arity == "bool":
         return f"{flag}/--{field.metadata.get('off', 'no-' + flag[2:])}"
-    return f"{flag} {field.metadata.get('metavar', metavar)}" + (" (repeatable)" if arity == "many" else "")
+    if choices:
+        metavar = "<" + "|".join(choices) + ">"
+    return f"{names} {field.metadata.get('metavar', metavar)}" + (" (repeatable)" if arity == "many" else "")
 
 
-def settings_help(cls: type) -> str:
-    """``--help`` lines for each setting of ``cls``: flag, YAML key, default, help (``\\b``: click keeps the layout)."""
+def settings_help(cls: type, choices: Choices | None = None) -> str:
+    """``--help`` lines for each setting of ``cls``: flag, YAML key, default, help (``\\b``: click keeps the layout);
+    a setting in ``choices`` shows its values as ``<a|b>``, as typer shows a choice option."""
+    choices = choices or {}
     lines = ["\b"]
-    for field, arity, metavar in _settings(cls).values():
+    for name, (field, arity, metavar) in _settings(cls).items():
         default = field.default if field.default is not MISSING else None
         shown = json.dumps(list(default) if isinstance(default, tuple) else default)
-        lines.append(f"  {_flag_text(field, arity, metavar)}  [{field.name}: {shown}]")
+        lines.append(f"  {_flag_text(field, arity, metavar, choices.get(name))}  [{field.name}: {shown}]")
         lines.append(f"      {field.metadata.get('help', '')}")
     return "\n".join(lines)
+
+
+def check_choices(config: Any, choices: Choices) -> None:
+    """``BadInput`` naming the flag when a setting in ``choices`` holds a value not among its choices (each value
+    of a repeatable one); ``None`` (not set) passes.
+
+    >>> from dataclasses import dataclass
+    >>> @dataclass
+    ... class C:
+    ...     search: str = "full"
+    >>> check_choices(C(), {"search": ("full", "binary")})
+    >>> check_choices(C("fast"), {"search": ("full", "binary")})
+    Traceback (most recent call last):
+    ...
+    posttrainlab.errors.BadInput: --search 'fast': choose one of full, binary
+    """
+    for name, allowed in choices.items():
+        value = getattr(config, name)
+        for v in value if isinstance(value, (tuple, list)) else [value]:
+            if v is not None and v not in allowed:
+                raise BadInput(f"--{name.replace('_', '-')} {v!r}: choose one of {', '.join(allowed)}")
 
 
 def hide_secrets(config: Any) -> Any:
@@ -129,4 +161,4 @@ def hide_secrets(config: Any) -> Any:
     return replace(config, **hidden)
 
 
-__all__ = ["flag_overrides", "hide_secrets", "settings_help"]
+__all__ = ["check_choices", "flag_overrides", "hide_secrets", "settings_help"]

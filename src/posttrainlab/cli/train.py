@@ -5,6 +5,11 @@ earlier run's ``recipe.yaml`` differs in more than its length (``optim.max_steps
 ``train.common.RESUMABLE``), the run is refused unless ``--resume`` (continue with the new recipe) or
 ``--overwrite`` (start afresh) says which is meant (docs/policy-lab.md, "Run folders"). ``--print-config``
 prints the recipe as it would run (YAML, then ``key=value`` overrides) and exits.
+
+A recipe file records its kind (``kind: sft`` ...; ``config.load_config``): ``train dpo --config
+configs/arith/sft.yaml`` is refused in one line, as every SFT key is also a DPO field. Everything the trainers check
+without torch (the run folder, choices, model folders, data) is checked before the trainer module is imported
+(``preflight``), so a bad flag, key, path or kind is refused in well under a second.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from pathlib import Path
 import typer
 
 from posttrainlab.errors import BadInput
+from posttrainlab.train.prm_recipe import FORMATS, HEADS, SUPERVISION
 
 train_app = typer.Typer(
     help="Post-train a policy with SFT, DPO or GRPO (on TRL), or train a process reward model.", no_args_is_help=True
@@ -46,10 +52,68 @@ def existing(resume: bool, overwrite: bool) -> str:
 PRINT = typer.Option(
     False, "--print-config", help="Print the resolved recipe as YAML and exit (nothing is loaded or written)."
 )
+SEEDS = typer.Option(
+    1,
+    "--seeds",
+    min=1,
+    help="Train K times: output_dir, then output_dir-s1 ... with optim.seed + 1 ... (train.recipes.seeded).",
+)
+VERBOSE = typer.Option(
+    False, "--verbose", help="Show the libraries' progress bars and notes too (datasets, transformers, TRL)."
+)
 
 
-def _run(method: str, config: Path, overrides: list[str] | None, resume: bool, overwrite: bool, show: bool) -> None:
+def preflight(method: str, recipe, how: str) -> None:
+    """The trainers' own checks that need no torch, run before the trainer module imports it: the run folder
+    (``train.common.check_run``, which writes nothing), the recipe's choices, the model folders, the data.
+
+    A typo in a path or a choice is refused in a fraction of a second instead of after the ~2-8 s import of
+    torch/TRL. The trainer repeats the checks; reading arith-v1's split twice costs milliseconds. The arith-v1 split
+    is read with ``train.common.load_records`` itself, so a missing default ``data/arith-v1`` is built here, as the
+    trainer would build it, and a missing folder anywhere else is refused with the trainer's message; a PRM's data
+    file (read by a torch module) is only checked to exist; Hub paths are left to the trainer.
+    """
+    from posttrainlab.cli.options import check_data
+    from posttrainlab.train.common import check_model, check_run, load_records
+
+    check_run(recipe, how)
+    if hasattr(recipe, "check"):
+        recipe.check()
+    if method == "dpo":
+        from posttrainlab.label.policy_pairs import check_preference
+
+        check_preference(recipe.preference)
+    if recipe.trainer_args:  # checking the keys needs the trainer's config class (TRL: torch); paid only when set
+        check_trainer_args(method, recipe)
+    check_model(recipe.model)
+    check_model(getattr(recipe, "ref_model", None))
+    if recipe.dataset.path.startswith("hf://"):
+        return
+    if method == "prm":
+        check_data(recipe.dataset.path, "dataset.path")
+    else:
+        load_records(recipe.dataset)
+
+
+#: each method's TRL / transformers config class, whose fields ``trainer_args`` may set
+CONFIG_CLASSES = {"sft": "trl.SFTConfig", "dpo": "trl.DPOConfig", "grpo": "trl.GRPOConfig",
+                  "prm": "transformers.TrainingArguments"}  # fmt: skip
+
+
+def check_trainer_args(method: str, recipe) -> None:
+    """``trainer_args`` keys the config class lacks, or that a recipe field sets: one line (``trainer_kwargs``)."""
+    import importlib
+
+    from posttrainlab.train.common import trainer_kwargs
+
+    module, name = CONFIG_CLASSES[method].rsplit(".", 1)
+    trainer_kwargs(getattr(importlib.import_module(module), name), recipe, {})
+
+
+def _run(method: str, config: Path, overrides: list[str] | None, resume: bool, overwrite: bool, show: bool,
+         verbose: bool = False, seeds: int = 1) -> None:  # fmt: skip
     from posttrainlab.config import load_config, to_yaml
+    from posttrainlab.progress import quiet_libraries
 
     how = existing(resume, overwrite)
     if method == "prm":
@@ -58,10 +122,16 @@ def _run(method: str, config: Path, overrides: list[str] | None, resume: bool, o
         from posttrainlab.train.recipes import RECIPES
 
         recipe_class = RECIPES[method]
-    recipe = load_config(recipe_class, config, overrides)
+    recipe = load_config(recipe_class, config, overrides, kind=method)
     if show:
-        typer.echo(to_yaml(recipe), nl=False)
+        typer.echo(f"kind: {method}\n" + to_yaml(recipe), nl=False)
         return
+    from posttrainlab.train.recipes import seeded
+
+    runs = [seeded(recipe, k) for k in range(seeds)]
+    for run in runs:
+        preflight(method, run, how)
+    quiet_libraries(verbose)
     if method == "sft":
         from posttrainlab.train.sft import train_sft as train
     elif method == "dpo":
@@ -70,33 +140,40 @@ def _run(method: str, config: Path, overrides: list[str] | None, resume: bool, o
         from posttrainlab.train.grpo import train_grpo as train
     else:
         from posttrainlab.train.prm import train_prm as train
-    out = train(recipe, existing=how)  # writes recipe.yaml into output_dir once data and model check out
-    typer.echo(f"{method}: model saved to {out}")
+    for k, run in enumerate(runs):
+        out = train(run, existing=how)  # writes recipe.yaml into output_dir once data and model check out
+        typer.echo(f"{method}: model saved to {out}" + (f" (seed {k + 1}/{seeds}, optim.seed {run.optim.seed})"
+                                                        if seeds > 1 else ""))  # fmt: skip
 
 
 @train_app.command("sft")
 def sft(config: Path = CONFIG, overrides: list[str] = OVERRIDES, resume: bool = RESUME, overwrite: bool = OVERWRITE,
-        print_config: bool = PRINT):  # fmt: skip
+        print_config: bool = PRINT, verbose: bool = VERBOSE, seeds: int = SEEDS):  # fmt: skip
     """Supervised fine-tuning, loss on the completion only."""
-    _run("sft", config, overrides, resume, overwrite, print_config)
+    _run("sft", config, overrides, resume, overwrite, print_config, verbose, seeds)
 
 
 @train_app.command("dpo")
 def dpo(config: Path = CONFIG, overrides: list[str] = OVERRIDES, resume: bool = RESUME, overwrite: bool = OVERWRITE,
-        print_config: bool = PRINT):  # fmt: skip
-    """Direct preference optimisation against a frozen reference."""
-    _run("dpo", config, overrides, resume, overwrite, print_config)
+        print_config: bool = PRINT, verbose: bool = VERBOSE, seeds: int = SEEDS):  # fmt: skip
+    """Direct preference optimisation against a frozen reference (arith-v1's pairs, or sampled: preference.source)."""
+    _run("dpo", config, overrides, resume, overwrite, print_config, verbose, seeds)
 
 
 @train_app.command("grpo")
 def grpo(config: Path = CONFIG, overrides: list[str] = OVERRIDES, resume: bool = RESUME, overwrite: bool = OVERWRITE,
-         print_config: bool = PRINT):  # fmt: skip
+         print_config: bool = PRINT, verbose: bool = VERBOSE, seeds: int = SEEDS):  # fmt: skip
     """GRPO with arith-grader rewards (correctness + weighted format)."""
-    _run("grpo", config, overrides, resume, overwrite, print_config)
+    _run("grpo", config, overrides, resume, overwrite, print_config, verbose, seeds)
 
 
-@train_app.command("prm")
+PRM_HELP = (
+    "Process reward model on transformers.Trainer (configs/prm/*.yaml; docs/prm.md). Recipe choices: "
+    f"head {' | '.join(HEADS)}; supervision {' | '.join(SUPERVISION)}; dataset.format {' | '.join(FORMATS)}."
+)
+
+
+@train_app.command("prm", help=PRM_HELP)
 def prm(config: Path = CONFIG, overrides: list[str] = OVERRIDES, resume: bool = RESUME, overwrite: bool = OVERWRITE,
-        print_config: bool = PRINT):  # fmt: skip
-    """Process reward model on transformers.Trainer (configs/prm/*.yaml; docs/prm.md)."""
-    _run("prm", config, overrides, resume, overwrite, print_config)
+        print_config: bool = PRINT, verbose: bool = VERBOSE, seeds: int = SEEDS):  # fmt: skip
+    _run("prm", config, overrides, resume, overwrite, print_config, verbose, seeds)

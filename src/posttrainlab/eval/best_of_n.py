@@ -327,6 +327,7 @@ def run(
     from posttrainlab.eval.prm_eval import is_missing_local, load_scorer, score_items
     from posttrainlab.eval.prm_plots import best_of_n_png
     from posttrainlab.generation.transformers_backend import check_sampling
+    from posttrainlab.provenance import provenance
 
     if n < 1:
         raise BadInput(f"n={n}: need at least one sample per problem")
@@ -409,6 +410,7 @@ def run(
         "samples": len(rows) * n,
     }
     result["scoring"] = {"batch_size": prm_batch_size, "seconds": score_seconds}
+    result["provenance"] = provenance(seeds={"sampling": seed})
 
     def score_rows():
         for r, c, per in zip(rows, problems, steps, strict=True):

@@ -40,6 +40,7 @@ from posttrainlab.data.arith.problems import CATEGORIES
 from posttrainlab.errors import BadInput
 from posttrainlab.eval.intervals import pass_at_k, proportion
 from posttrainlab.grading import OUTCOMES, Grade, get_grader
+from posttrainlab.provenance import provenance
 
 #: ``score(prompts, completions) -> summed log-probabilities``, one per pair of arguments.
 Scorer = Callable[[list, list[str]], list[float]]
@@ -333,6 +334,7 @@ def evaluate_policy(
         "seconds": seconds,
         "requests_per_s": len(rows) / seconds if seconds > 0 else None,
     }
+    metrics["provenance"] = provenance(seeds={"generation": seed})
     write_outputs(out_dir, metrics, rows)
     return metrics
 

@@ -239,6 +239,7 @@ def run(
     from posttrainlab.data.jsonl import write_jsonl
     from posttrainlab.eval.prm_metrics import prm_metrics
     from posttrainlab.eval.prm_plots import reliability_png
+    from posttrainlab.provenance import provenance
 
     if not 0.0 <= threshold <= 1.0:
         raise BadInput(f"threshold={threshold}: must be in [0, 1]")
@@ -268,6 +269,7 @@ def run(
         "seconds": seconds,
         "solutions_per_s": len(rows) / seconds if seconds > 0 else None,
     }
+    result["provenance"] = provenance()
     write_jsonl(out / "scores.jsonl", score_records(rows, scores, threshold))
     png = reliability_png(metrics["calibration"])
     if png is not None:

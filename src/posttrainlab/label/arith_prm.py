@@ -44,10 +44,13 @@ def _load(data: str, split: str, limit: int | None) -> list[dict[str, Any]]:
     return records
 
 
-def _sample(backend, records: list[dict], k: int, sampling: dict[str, Any]) -> list[list[str]]:
+def _sample(backend, split: str, records: list[dict], k: int, sampling: dict[str, Any]) -> list[list[str]]:
+    """``k`` completions per record of ``split``, under a progress bar that names the split."""
     from posttrainlab.eval.policy import as_messages
+    from posttrainlab.progress import task_label
 
-    completions = backend.generate([as_messages(r["prompt"]) for r in records], n=k, **sampling)
+    with task_label(f"sampling {split} (k={k})"):
+        completions = backend.generate([as_messages(r["prompt"]) for r in records], n=k, **sampling)
     if len(completions) != len(records) or any(len(c) != k for c in completions):
         raise BadInput(f"the sampling backend returned {len(completions)} lists for {len(records)} prompts")
     return completions
@@ -67,6 +70,8 @@ def build(
     batch_size: int = 32,
     train_prompts: Sequence[str] = TRAIN_PROMPTS,
     heldout_prompts: Sequence[str] = HELDOUT_PROMPTS,
+    reference_splits: Sequence[str] = (),
+    reference_limit: int | None = None,
     backend=None,
     progress: bool = True,
     trust_remote_code: bool = False,
@@ -75,7 +80,10 @@ def build(
     """Sample, label and write arith-prm into ``out``; return its manifest (``stats`` per split).
 
     ``limit`` keeps the first N records of every arith-v1 split read (prompt splits and preference
-    pairs). ``backend`` replaces the model loaded from ``policy``.
+    pairs). ``backend`` replaces the model loaded from ``policy``. ``reference_splits`` (arith-v1 splits, e.g.
+    ``("sft_train_3k",)``, first ``reference_limit`` records of each) add to ``train`` each record's reference
+    solution and one corruption of it (``SplitBuilder.add_corruptions``, as the held-out split has): exact labels
+    that cost no sampling.
     """
     if k < 1:
         raise BadInput(f"k={k}: need at least one sample per problem")
@@ -83,7 +91,7 @@ def build(
         raise BadInput(f"limit={limit}: must be at least 1")
     if temperature <= 0:
         raise BadInput(f"temperature={temperature}: arith-prm samples need temperature > 0 (to get mistakes)")
-    if "test" in (*train_prompts, *heldout_prompts):
+    if "test" in (*train_prompts, *heldout_prompts, *reference_splits):
         raise BadInput("arith-prm never samples arith-v1 test prompts (best-of-N is reported on them)")
     if set(train_prompts) & set(heldout_prompts):
         raise BadInput(f"train and held-out prompt splits overlap: {sorted(set(train_prompts) & set(heldout_prompts))}")
@@ -99,6 +107,7 @@ def build(
     data = str(data)
     prompt_sets = {name: _load(data, name, limit) for name in (*train_prompts, *heldout_prompts)}
     pref_train = _load(data, "preference_train", limit)
+    references = {name: _load(data, name, reference_limit) for name in reference_splits}
     pref_test = _load(data, "preference_test", limit)
 
     if backend is None:
@@ -109,13 +118,15 @@ def build(
         )
     sampling = {"temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens, "seed": seed}
     start = time.perf_counter()
-    sampled = {name: _sample(backend, records, k, sampling) for name, records in prompt_sets.items()}
+    sampled = {name: _sample(backend, name, records, k, sampling) for name, records in prompt_sets.items()}
     seconds = time.perf_counter() - start
 
     train, heldout, ptest = SplitBuilder("train"), SplitBuilder("heldout"), SplitBuilder("preference_test")
     for name in train_prompts:
         train.add_policy(prompt_sets[name], sampled[name])
     train.add_pairs(pref_train)
+    for name in reference_splits:  # free exact labels: each record's reference solution and one corruption of it
+        train.add_corruptions(references[name], seed)
     for name in heldout_prompts:
         heldout.add_policy(prompt_sets[name], sampled[name])
     for name in heldout_prompts:
@@ -130,7 +141,11 @@ def build(
         "policy": str(policy),
         "data": data,
         "splits": {
-            "train": {"prompts": list(train_prompts), "pairs": "preference_train"},
+            "train": {
+                "prompts": list(train_prompts),
+                "pairs": "preference_train",
+                "references": {name: len(references[name]) for name in reference_splits},
+            },
             "heldout": {"prompts": list(heldout_prompts), "pairs": "reference + corrupt() of the same prompts"},
             "preference_test": {"prompts": [], "pairs": "preference_test (arith-v1 test problems: evaluation only)"},
         },

@@ -170,8 +170,14 @@ class GenerateConfig:
             raise BadInput(f"--limit {self.limit}: must be at least 1")
         if self.step_split not in STEP_SPLITS:
             raise BadInput(f"--step-split {self.step_split!r}: choose one of {', '.join(STEP_SPLITS)}")
+        from posttrainlab.generation.factory import BACKENDS
+
+        if self.backend not in BACKENDS:
+            raise BadInput(f"--backend {self.backend!r}: choose one of {', '.join(BACKENDS)}")
         if self.model_url is not None and self.backend != "openai":
             raise BadInput(f"--model-url is for --backend openai, not {self.backend}")
+        if self.backend == "openai" and not self.model_url:
+            raise BadInput("--backend openai needs --model-url (the endpoint, e.g. http://127.0.0.1:8000/v1)")
         if self.chunk < 1 or self.batch_size < 1 or self.max_new_tokens < 1:
             raise BadInput("--batch-size, --chunk and --max-new-tokens must be at least 1")
 
@@ -210,6 +216,7 @@ def _finished(path: Path, problems: list[dict[str, Any]], k: int) -> set[str]:
 
 
 def _check_settings(out: Path, cfg: GenerateConfig) -> None:
+    """``BadInput`` when ``out`` holds generations made with other settings; reads only (``run_generate``)."""
     path = out / SETTINGS_FILE
     settings = cfg.settings()
     if path.is_file() and (out / RUN_FILE).is_file():
@@ -219,7 +226,6 @@ def _check_settings(out: Path, cfg: GenerateConfig) -> None:
             raise BadInput(
                 f"{out}: holds generations made with other settings ({', '.join(changed)} differ); use another --out"
             )
-    write_text(path, json.dumps(settings, indent=2, ensure_ascii=False) + "\n")
 
 
 def read_generations(path: Path) -> list[dict[str, Any]]:
@@ -242,22 +248,29 @@ def run_generate(
     *,
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[Path, int, int]:
-    """Sample ``cfg.k`` solutions per problem into ``OUT/generations.jsonl``: ``(file, new rows, resumed problems)``."""
+    """Sample ``cfg.k`` solutions per problem into ``OUT/generations.jsonl``: ``(file, new rows, resumed problems)``.
+
+    Every check comes before the first write: the settings, the problems, an earlier run's settings, then the
+    backend (a missing model or an uninstalled vLLM is refused with ``OUT`` untouched).
+    """
     cfg.check()
     problems = load_problems(cfg.data, cfg.limit)
     out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():
+        raise BadInput(f"{out}: exists and is not a folder")
     _check_settings(out, cfg)
     run_file = out / RUN_FILE
     done = _finished(run_file, problems, cfg.k)
+    pending = [p for p in problems if p["id"] not in done]
+    if pending and backend is None:
+        backend = make_backend(cfg)
+    out.mkdir(parents=True, exist_ok=True)
+    write_text(out / SETTINGS_FILE, json.dumps(cfg.settings(), indent=2, ensure_ascii=False) + "\n")
     if run_file.is_file():  # keep only complete problems, so no (problem, sample) is ever written twice
         from posttrainlab.data.jsonl import write_jsonl
 
         kept = [r for r in read_generations(run_file) if r["id"] in done]
         write_jsonl(run_file, kept)
-    pending = [p for p in problems if p["id"] not in done]
-    if pending and backend is None:
-        backend = make_backend(cfg)
     written = 0
     for c, start in enumerate(range(0, len(pending), cfg.chunk)):
         batch = pending[start : start + cfg.chunk]

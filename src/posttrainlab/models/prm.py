@@ -366,7 +366,8 @@ def _check_weights(path: str, model, weights, *, head: str, training: bool) -> N
     if training and head == "token-cls" and backbone and not any(k.startswith(backbone + ".") for k in fresh):
         modules = ", ".join(f"`{m}`" for m in sorted({k.split(".")[0] for k in fresh}))
         unused = f" (checkpoint tensors not used: {listed(sorted(weights.unexpected))})" if weights.unexpected else ""
-        log.warning("prm: new token-classification head %s (2 classes) on top of %s%s", modules, path, unused)
+        log.warning("prm: new token-classification head %s (2 classes) on top of %s; its weights start random%s",
+                    modules, path, unused)  # fmt: skip
         return
     what = "train on" if training else "score with"
     raise BadInput(f"{path}: {weights.describe()}; refusing to {what} randomly initialised weights")

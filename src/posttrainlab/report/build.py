@@ -10,6 +10,9 @@ the two reports identical.
     RUN/base/pretrain.json                the base model's held-out accuracy, loss history, contamination check
     RUN/<stage>/train_log.jsonl           one JSON object per logging step (sft, dpo, grpo)
     RUN/eval/<method>/metrics.json        accuracy, per category, with 95% intervals; outcome shares; ...
+    RUN/eval/<method>-s<k>/metrics.json   further seeds of a method: mean ± sd beside its accuracy
+    RUN/eval/<method>/samples.jsonl, RUN/best-of-n/, RUN/beam-search/   paired comparisons (report.paired),
+                                          also written to RUN/report_files/compare.json
 
 Any of these may be missing; its section is left out. A folder holding none of them is bad input. The
 outputs are replaced atomically (docs/design.md "Reliability conventions").
@@ -25,7 +28,8 @@ from posttrainlab.data.arith.corrupt import CORRUPTIONS
 from posttrainlab.data.arith.problems import CATEGORIES
 from posttrainlab.data.atomic import check_output_folder, staging_dir, write_text
 from posttrainlab.errors import BadInput
-from posttrainlab.report import plots
+from posttrainlab.report import paired, plots
+from posttrainlab.report.format import duration, pct, value, with_ci
 from posttrainlab.report.plots import METHODS, OUTCOMES, Stat, finite, method_label, ordered, stat, sub
 from posttrainlab.report.render import Block, heading, image, paragraph, table, to_html, to_markdown
 
@@ -41,6 +45,7 @@ class RunFolder:
     metrics: dict[str, dict] = field(default_factory=dict)  # method -> eval/<method>/metrics.json
     prm: dict = field(default_factory=dict)  # prm-eval/metrics.json (posttrain eval prm)
     bon: dict = field(default_factory=dict)  # best-of-n/bon.json (posttrain eval best-of-n)
+    seeds: dict[str, list[dict]] = field(default_factory=dict)  # method -> eval/<method>-s<k>/metrics.json, by k
 
 
 def _read_json(path: Path) -> dict:
@@ -77,11 +82,14 @@ def load_run(run_dir: str | Path) -> RunFolder:
     if (run_dir / "base" / "pretrain.json").is_file():
         run.pretrain = _read_json(run_dir / "base" / "pretrain.json")
     stages = {p.parent.name: p for p in run_dir.glob("*/train_log.jsonl") if p.is_file()}
-    for stage in ordered(stages, METHODS):
+    for stage in ordered(set(stages) - set(paired.seed_folders(stages)), METHODS):  # one set of curves per method
         run.logs[stage] = _read_log(stages[stage])
     evals = {p.parent.name: p for p in run_dir.glob("eval/*/metrics.json") if p.is_file()}
-    for method in ordered(evals, METHODS):
+    seeded = paired.seed_folders(evals)
+    for method in ordered(set(evals) - set(seeded), METHODS):
         run.metrics[method] = _read_json(evals[method])
+    for name, method in seeded.items():
+        run.seeds.setdefault(method, []).append(_read_json(evals[name]))
     if (run_dir / "prm-eval" / "metrics.json").is_file():
         run.prm = _read_json(run_dir / "prm-eval" / "metrics.json")
     if (run_dir / "best-of-n" / "bon.json").is_file():
@@ -92,49 +100,6 @@ def load_run(run_dir: str | Path) -> RunFolder:
 
 
 # --- formatting -------------------------------------------------------------------------------------
-
-
-def pct(x: float | None) -> str:
-    """A fraction as a percentage with one decimal.
-
-    >>> pct(0.43), pct(None)
-    ('43.0%', '–')
-    """
-    return "–" if x is None else f"{100 * x:.1f}%"
-
-
-def value(obj) -> float | None:
-    """The number in ``{"value": x, ...}`` or a bare number; ``None`` if there is none.
-
-    >>> value({"value": 0.25, "ci95": [0.2, 0.3]}), value(0.98), value(None)
-    (0.25, 0.98, None)
-    """
-    s = stat(obj)
-    return None if s is None else s.value
-
-
-def with_ci(s: Stat | None) -> str:
-    """``43.0% [38.7, 47.4]``: value and 95% interval, in percent.
-
-    >>> with_ci(Stat(0.43, 0.387, 0.474)), with_ci(Stat(0.5, None, None)), with_ci(None)
-    ('43.0% [38.7, 47.4]', '50.0%', '–')
-    """
-    if s is None:
-        return "–"
-    return pct(s.value) if s.lo is None else f"{pct(s.value)} [{100 * s.lo:.1f}, {100 * s.hi:.1f}]"
-
-
-def duration(seconds: float) -> str:
-    """Seconds as ``12.3 s``, ``4 min 05 s`` or ``1 h 02 min``.
-
-    >>> duration(12.34), duration(245), duration(3725)
-    ('12.3 s', '4 min 05 s', '1 h 02 min')
-    """
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    if seconds < 3600:
-        return f"{int(seconds // 60)} min {int(seconds % 60):02d} s"
-    return f"{int(seconds // 3600)} h {int(seconds % 3600 // 60):02d} min"
 
 
 def separated(a: Stat, b: Stat) -> bool | None:
@@ -203,10 +168,15 @@ def figures(run: RunFolder) -> dict[str, bytes]:
     return {k: v for k, v in out.items() if v is not None}
 
 
-def blocks(run: RunFolder, images: list[str]) -> list[Block]:
-    """The whole report, in order; ``images`` names the plots that exist."""
+def blocks(run: RunFolder, images: list[str], comparisons: dict | None = None) -> list[Block]:
+    """The whole report, in order; ``images`` names the plots that exist, ``comparisons`` is
+    ``report.paired.comparisons`` of the run (computed when not given)."""
     info, metrics = run.info, run.metrics
+    if comparisons is None:
+        comparisons = paired.comparisons(run.path, list(metrics))
     out = [heading(f"posttrain quickstart report: {run.path.name}", 1)]
+    if info.get("preset") == "smoke":
+        out.append(paragraph(paired.SMOKE_NOTE))
     facts = [f"{k.replace('_', ' ')}: {info[k]}" for k in ("preset", "base_model", "started", "finished") if k in info]
     datas = sorted(
         {f"{m['data']} ({m.get('split', '?')}, n={m.get('n', '?')})" for m in metrics.values() if m.get("data")}
@@ -217,9 +187,12 @@ def blocks(run: RunFolder, images: list[str]) -> list[Block]:
         out.append(paragraph("; ".join(facts) + "."))
     changed = what_changed(metrics)
     if changed:
-        out += [heading("What changed"), paragraph("A change is called out when the two 95% intervals do not overlap.")]
+        how = "A change is called out when the two 95% intervals do not overlap"
+        more = " (a conservative test; the paired comparisons below test each difference problem by problem)."
+        out += [heading("What changed"), paragraph(how + (more if comparisons["methods"] else "."))]
         out += [paragraph(line) for line in changed]
-    out += _accuracy_section(metrics, images)
+    out += _accuracy_section(metrics, images, run.seeds)
+    out += paired.paired_section(comparisons)
     out += _outcome_section(metrics, images)
     out += _preference_section(metrics, images)
     out += _passk_section(metrics)
@@ -231,6 +204,7 @@ def blocks(run: RunFolder, images: list[str]) -> list[Block]:
         out += [image(n, _curve_caption(n.removeprefix("training_"))) for n in curves]
     out += _base_section(run.pretrain)
     out += _timings_section(info.get("stages"))
+    out += paired.provenance_section(info)
     return out
 
 
@@ -238,7 +212,7 @@ def _curve_caption(stage: str) -> str:
     return "Base model pretraining loss" if stage == "pretrain" else f"{method_label(stage)} training curves"
 
 
-def _accuracy_section(metrics: dict[str, dict], images: list[str]) -> list[Block]:
+def _accuracy_section(metrics: dict[str, dict], images: list[str], seeds: dict[str, list[dict]]) -> list[Block]:
     if not metrics:
         return []
     rows = []
@@ -246,13 +220,11 @@ def _accuracy_section(metrics: dict[str, dict], images: list[str]) -> list[Block
         acc, gen = sub(m, "accuracy"), sub(m, "generation")
         count = f"{acc['correct']} / {acc['n']}" if {"correct", "n"} <= set(acc) else "–"
         rps = f"{gen['requests_per_s']:.1f}" if finite(gen.get("requests_per_s")) else "–"
-        rows.append(
-            [method_label(method), with_ci(stat(m.get("accuracy"))), count, pct(value(m.get("format_rate"))), rps]
-        )
-    out = [
-        heading("Overall accuracy"),
-        table(["method", "accuracy [95% CI]", "correct / n", "format rate", "eval requests/s"], rows),
-    ]
+        spread = [paired.seed_cell(m, seeds.get(method, []))] if seeds else []
+        accuracy = [method_label(method), with_ci(stat(m.get("accuracy"))), *spread]
+        rows.append([*accuracy, count, pct(value(m.get("format_rate"))), rps])
+    header = ["method", "accuracy [95% CI]", *(["mean ± sd over seeds"] if seeds else [])]
+    out = [heading("Overall accuracy"), table([*header, "correct / n", "format rate", "eval requests/s"], rows)]
     if "category_accuracy" in images:
         out.append(image("category_accuracy", "Accuracy overall and per category, methods side by side"))
     cats = ordered({c for m in metrics.values() for c in sub(m, "per_category")}, CATEGORIES)
@@ -402,15 +374,19 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
     """Write ``RUN/report_files/*.png``, ``RUN/report.md`` and ``RUN/report.html``; return the two report paths."""
     run = load_run(run_dir)
     images = figures(run)
-    report = blocks(run, list(images))
+    comparisons = paired.comparisons(run.path, list(run.metrics))
+    report = blocks(run, list(images), comparisons)
     md_path, html_path = run.path / "report.md", run.path / "report.html"
     # the folder is replaced whole: refuse one holding anything but the report's own plots
     files = check_output_folder(
-        run.path / "report_files", lambda rel: "/" not in rel and rel.endswith(".png"), what="report"
-    )
+        run.path / "report_files", lambda rel: rel == "compare.json" or "/" not in rel and rel.endswith(".png"),
+        what="report",
+    )  # fmt: skip
     with staging_dir(files) as tmp:
         for name, png in images.items():
             (tmp / f"{name}.png").write_bytes(png)  # the whole folder is swapped in at once
+        if paired.has_any(comparisons):
+            (tmp / "compare.json").write_text(json.dumps(comparisons, indent=2) + "\n", encoding="utf-8")
     write_text(md_path, to_markdown(report))
     write_text(html_path, to_html(report, images))
     return md_path, html_path

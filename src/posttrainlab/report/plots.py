@@ -5,6 +5,11 @@ PNG bytes rather than figures because the report uses one rendering twice: writt
 functions (docs/design.md "Layers": importing ``posttrainlab.report`` stays cheap) and figures are drawn on
 an explicit Agg canvas, not through pyplot, so no global backend is switched and no display is needed.
 A function returns ``None`` when its input holds nothing to draw, and the report leaves that plot out.
+Each ``*_figure`` function returns the matplotlib Figure its PNG function renders, so tests can read what is
+drawn (which Axes holds which line, the labels) rather than pixels.
+
+Size, resolution and fonts follow ``posttrainlab.report.figstyle``; every value axis says its unit, and
+quantities of different units (DPO's preference accuracy, a share, and its margin, in nats) get separate Axes.
 
 Inputs are the parsed files of a run folder: ``train_log.jsonl`` rows and ``eval/<method>/metrics.json``
 objects keyed by method (``{"sft": {...}, "grpo": {...}}``); see ``posttrainlab.report.build``.
@@ -12,17 +17,18 @@ objects keyed by method (``{"sft": {...}, "grpo": {...}}``); see ``posttrainlab.
 
 from __future__ import annotations
 
-import io
 import math
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 from posttrainlab.data.arith.corrupt import CORRUPTIONS
 from posttrainlab.data.arith.problems import CATEGORIES
+from posttrainlab.report.figstyle import FONT, FONT_MIN, figure, grid_of, grid_shape, rendered, style, wrap
 
-METHODS = ("base", "sft", "dpo", "grpo")
+METHODS = ("base", "sft", "dpo", "dpo-policy", "grpo")
 OUTCOMES = ("correct", "wrong_answer", "missing_answer", "malformed")
-METHOD_COLORS = {"base": "#9e9e9e", "sft": "#1f77b4", "dpo": "#ff7f0e", "grpo": "#2ca02c"}
+METHOD_COLORS = {"base": "#9e9e9e", "sft": "#1f77b4", "dpo": "#ff7f0e", "dpo-policy": "#8c564b", "grpo": "#2ca02c",
+                 "prm": "#9467bd"}  # fmt: skip
 OUTCOME_COLORS = {"correct": "#2ca02c", "wrong_answer": "#d62728", "missing_answer": "#ff9f1c", "malformed": "#7f7f7f"}
 # What each stage's curves show: TRL's log keys (GRPO's frac_reward_zero_std = share of groups whose
 # rewards are all equal, i.e. groups with no learning signal). Keys a log lacks are skipped.
@@ -30,16 +36,28 @@ STAGE_KEYS = {
     "pretrain": ("loss",),
     "sft": ("loss", "mean_token_accuracy"),
     "dpo": ("loss", "rewards/accuracies", "rewards/margins"),
+    "dpo-policy": ("loss", "rewards/accuracies", "rewards/margins"),
     "grpo": ("reward", "kl", "frac_reward_zero_std", "loss"),
 }
 KEY_TITLES = {
-    "rewards/accuracies": "reward accuracy (chosen > rejected)",
-    "rewards/margins": "reward margin",
+    "rewards/accuracies": "implicit-reward accuracy",
+    "rewards/margins": "implicit-reward margin",
     "kl": "KL to reference",
     "frac_reward_zero_std": "groups with all rewards equal",
     "mean_token_accuracy": "token accuracy",
 }
-_DPI = 100
+# The value axis of each logged quantity, with its unit; (stage, key) entries override the key's.
+KEY_UNITS = {
+    "loss": "loss (nats)",  # token cross-entropy (pretrain, SFT), -log sigmoid(margin) (DPO)
+    ("grpo", "loss"): "policy loss (reward units)",
+    "mean_token_accuracy": "share of tokens (0-1)",
+    "rewards/accuracies": "share chosen > rejected (0-1)",
+    "rewards/margins": "β · log-ratio margin (nats)",
+    "reward": "mean reward (0-1, 1 = correct)",
+    "kl": "KL (nats)",
+    "frac_reward_zero_std": "share of groups (0-1)",
+}
+SHARE_KEYS = ("mean_token_accuracy", "rewards/accuracies", "frac_reward_zero_std")  # drawn on a 0-1 axis
 
 
 class Stat(NamedTuple):
@@ -85,11 +103,13 @@ def sub(obj: Any, key: str) -> dict:
 
 
 def method_label(method: str) -> str:
-    """``"grpo"`` -> ``"GRPO"``; other names are kept as they are.
+    """``"grpo"`` -> ``"GRPO"``, ``"dpo-policy"`` -> ``"DPO-policy"`` (on-policy pairs); others are kept as they are.
 
-    >>> method_label("dpo"), method_label("base")
-    ('DPO', 'base')
+    >>> method_label("dpo"), method_label("dpo-policy"), method_label("base")
+    ('DPO', 'DPO-policy', 'base')
     """
+    if method == "dpo-policy":
+        return "DPO-policy"
     return method.upper() if method in ("sft", "dpo", "grpo") else method
 
 
@@ -118,55 +138,86 @@ def series(rows: Sequence[dict], key: str) -> tuple[list[float], list[float]]:
     return xs, ys
 
 
-def figure(width: float, height: float):
-    """A matplotlib Figure on its own Agg canvas (no pyplot, no global backend), ``width`` x ``height`` inches."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+class Curve(NamedTuple):
+    """One line of a training-curve panel: ``train`` (the log's ``key``) or ``eval`` (its ``eval_<key>``)."""
 
-    fig = Figure(figsize=(width, height), dpi=_DPI, layout="constrained")
-    FigureCanvasAgg(fig)
+    label: str
+    xs: list[float]
+    ys: list[float]
+
+
+class Panel(NamedTuple):
+    """One panel of a stage's training curves: the logged quantity, its title and unit, the lines to draw."""
+
+    key: str
+    title: str
+    ylabel: str
+    curves: list[Curve]
+
+
+def curve_panels(stage: str, rows: Sequence[dict]) -> list[Panel]:
+    """What ``training_curves`` draws: per ``STAGE_KEYS`` quantity with any value, its train and eval lines.
+
+    A recipe with an eval split makes ``transformers.Trainer`` log ``eval_<key>`` rows (``eval_loss``) beside
+    the training rows; they go on the same panel, so the gap between the two reads at a glance.
+
+    >>> [(p.key, [c.label for c in p.curves]) for p in curve_panels("sft", [{"step": 1, "loss": 2.0},
+    ...     {"step": 1, "eval_loss": 2.2}, {"step": 2, "mean_token_accuracy": 0.5}])]
+    [('loss', ['train', 'eval']), ('mean_token_accuracy', ['train'])]
+    """
+    panels = []
+    for key in STAGE_KEYS.get(stage, ("loss",)):
+        curves = [Curve(label, *series(rows, k)) for label, k in (("train", key), ("eval", f"eval_{key}"))]
+        curves = [c for c in curves if c.xs]
+        if curves:
+            unit = KEY_UNITS.get((stage, key), KEY_UNITS.get(key, key))
+            panels.append(Panel(key, KEY_TITLES.get(key, key), unit, curves))
+    return panels
+
+
+def training_figure(stage: str, rows: Sequence[dict]):
+    """The Figure of ``training_curves`` (``None`` when the log holds none of the stage's quantities)."""
+    panels = curve_panels(stage, rows)
+    if not panels:
+        return None
+    n_rows, cols = grid_shape(len(panels))
+    fig = figure(2.9 * cols + 0.4, 2.6 * n_rows + 0.3)
+    color = METHOD_COLORS.get(stage, "#444444")
+    for ax, panel in zip(grid_of(fig, len(panels)), panels, strict=True):
+        for curve in panel.curves:
+            xs, ys = curve.xs, curve.ys
+            if curve.label == "eval":
+                ax.plot(xs, ys, "--", color="#222222", marker="s", markersize=4, linewidth=1.2, label="eval")
+            elif len(ys) > 20:  # noisy: the raw values faint, a moving average over them
+                w = max(2, len(ys) // 10)
+                smooth = [sum(ys[max(0, i - w + 1) : i + 1]) / (i + 1 - max(0, i - w + 1)) for i in range(len(ys))]
+                ax.plot(xs, ys, color=color, alpha=0.3, linewidth=0.8)
+                ax.plot(xs, smooth, color=color, linewidth=1.6, label="train")
+            else:
+                ax.plot(
+                    xs, ys, color=color, linewidth=1.4, marker="o" if len(ys) < 8 else None, markersize=3, label="train"
+                )
+        if panel.key in SHARE_KEYS:
+            ax.set_ylim(-0.03, 1.03)
+        if panel.key == "rewards/accuracies":
+            ax.axhline(0.5, color="#777777", linewidth=0.8, linestyle=":", label="chance")
+        style(ax, "optimizer step", panel.ylabel, panel.title)
+        if len(panel.curves) > 1 or panel.key == "rewards/accuracies":
+            ax.legend(fontsize=FONT["legend"], frameon=False)
+    fig.suptitle(
+        "Base model pretraining" if stage == "pretrain" else f"{method_label(stage)} training",
+        fontsize=FONT["title"] + 1,
+    )
     return fig
 
 
-def png_bytes(fig) -> bytes:
-    """The figure as PNG bytes, reproducible for the same inputs."""
-    buf = io.BytesIO()
-    # No "Software" stamp, so the same inputs give the same bytes on every matplotlib patch release.
-    fig.savefig(buf, format="png", dpi=_DPI, metadata={"Software": None})
-    return buf.getvalue()
-
-
 def training_curves(stage: str, rows: Sequence[dict]) -> bytes | None:
-    """One stage's training curves, one small panel per logged quantity (``STAGE_KEYS``).
-
-    Noisy curves (more than 20 points) get a moving average drawn over the raw values.
-    """
-    panels = [(k, *series(rows, k)) for k in STAGE_KEYS.get(stage, ("loss",))]
-    panels = [p for p in panels if p[1]]
-    if not panels:
-        return None
-    fig = figure(2.7 * len(panels) + 0.3, 2.4)
-    axes = fig.subplots(1, len(panels), squeeze=False)[0]
-    color = METHOD_COLORS.get(stage, "#444444")
-    for ax, (key, xs, ys) in zip(axes, panels, strict=True):
-        if len(ys) > 20:
-            w = max(2, len(ys) // 10)
-            smooth = [sum(ys[max(0, i - w + 1) : i + 1]) / (i + 1 - max(0, i - w + 1)) for i in range(len(ys))]
-            ax.plot(xs, ys, color=color, alpha=0.3, linewidth=0.8)
-            ax.plot(xs, smooth, color=color, linewidth=1.6)
-        else:
-            ax.plot(xs, ys, color=color, linewidth=1.4, marker="o" if len(ys) < 8 else None, markersize=3)
-        if key in ("frac_reward_zero_std", "rewards/accuracies"):
-            ax.set_ylim(-0.03, 1.03)
-        ax.set_title(KEY_TITLES.get(key, key), fontsize=9)
-        ax.set_xlabel("step", fontsize=8)
-        ax.tick_params(labelsize=7)
-        ax.grid(alpha=0.3)
-    fig.suptitle("Base model pretraining" if stage == "pretrain" else f"{method_label(stage)} training", fontsize=10)
-    return png_bytes(fig)
+    """One stage's training curves, one small panel per logged quantity (``STAGE_KEYS``), eval lines beside
+    the train lines (``curve_panels``). Noisy curves (more than 20 points) get a moving average drawn over them."""
+    return rendered(training_figure(stage, rows))
 
 
-def _grouped_bars(ax, groups: list[str], bars: dict[str, list[Stat | None]]) -> None:
+def _grouped_bars(ax, groups: list[str], bars: dict[str, list[Stat | None]], ylabel: str) -> None:
     """Bars per group, one per method side by side, each with its 95% interval as an error bar (percent)."""
     width = 0.8 / max(1, len(bars))
     for j, (method, stats) in enumerate(bars.items()):
@@ -189,16 +240,14 @@ def _grouped_bars(ax, groups: list[str], bars: dict[str, list[Stat | None]]) -> 
             color=METHOD_COLORS.get(method),
             label=method_label(method),
         )
-    ax.set_xticks(range(len(groups)), [g.replace("_", " ") for g in groups], fontsize=8)
+    ax.set_xticks(range(len(groups)), [wrap(g) for g in groups])
     ax.set_ylim(0, 105)
-    ax.set_ylabel("%", fontsize=8)
-    ax.tick_params(axis="y", labelsize=7)
-    ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    style(ax, ylabel=ylabel, grid="y")
+    ax.legend(fontsize=FONT["legend"], loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
 
 
-def category_accuracy(metrics: dict[str, dict]) -> bytes | None:
-    """Accuracy overall and per category, methods side by side, with 95% interval error bars."""
+def category_accuracy_figure(metrics: dict[str, dict]):
+    """The Figure of ``category_accuracy`` (``None`` when no method has an accuracy)."""
     cats = ordered({c for m in metrics.values() for c in sub(m, "per_category")}, CATEGORIES)
     bars = {
         method: [stat(m.get("accuracy"))] + [stat(sub(m, "per_category").get(c)) for c in cats]
@@ -207,11 +256,16 @@ def category_accuracy(metrics: dict[str, dict]) -> bytes | None:
     bars = {k: v for k, v in bars.items() if any(v)}
     if not bars:
         return None
-    fig = figure(7.8, 3.0)
+    fig = figure(7.8, 3.2)
     ax = fig.subplots()
-    _grouped_bars(ax, ["overall", *cats], bars)
-    ax.set_title("Exact-answer accuracy (error bars: 95% intervals)", fontsize=10)
-    return png_bytes(fig)
+    _grouped_bars(ax, ["overall", *cats], bars, "accuracy (% of problems)")
+    style(ax, title="Exact-answer accuracy (error bars: 95% intervals)", grid="y")
+    return fig
+
+
+def category_accuracy(metrics: dict[str, dict]) -> bytes | None:
+    """Accuracy overall and per category, methods side by side, with 95% interval error bars."""
+    return rendered(category_accuracy_figure(metrics))
 
 
 def shares_of_outcomes(m: dict | None) -> dict:
@@ -228,8 +282,8 @@ def shares_of_outcomes(m: dict | None) -> dict:
     return {k: float(v) / total for k, v in counts.items()} if total > 0 else counts
 
 
-def outcome_shares(metrics: dict[str, dict]) -> bytes | None:
-    """One stacked bar per method: the shares of correct, wrong, missing and malformed answers."""
+def outcome_shares_figure(metrics: dict[str, dict]):
+    """The Figure of ``outcome_shares`` (``None`` when no method has outcomes)."""
     shares = {}
     for method, m in metrics.items():
         out = shares_of_outcomes(m)
@@ -238,7 +292,7 @@ def outcome_shares(metrics: dict[str, dict]) -> bytes | None:
     if not shares:
         return None
     kinds = ordered({k for out in shares.values() for k in out}, OUTCOMES)
-    fig = figure(1.3 * len(shares) + 3.0, 2.8)
+    fig = figure(1.3 * len(shares) + 3.0, 3.0)
     ax = fig.subplots()
     bottom = [0.0] * len(shares)
     for kind in kinds:
@@ -246,19 +300,36 @@ def outcome_shares(metrics: dict[str, dict]) -> bytes | None:
         ax.bar(range(len(shares)), vals, 0.6, bottom=bottom, color=OUTCOME_COLORS.get(kind), label=kind)
         for i, v in enumerate(vals):
             if v >= 8:
-                ax.text(i, bottom[i] + v / 2, f"{v:.0f}%", ha="center", va="center", fontsize=7, color="white")
+                ax.text(i, bottom[i] + v / 2, f"{v:.0f}%", ha="center", va="center", fontsize=FONT_MIN, color="white")
         bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
-    ax.set_xticks(range(len(shares)), [method_label(m) for m in shares], fontsize=8)
+    ax.set_xticks(range(len(shares)), [method_label(m) for m in shares])
     ax.set_ylim(0, 100)
-    ax.set_ylabel("% of test problems", fontsize=8)
-    ax.tick_params(axis="y", labelsize=7)
-    ax.legend([k.replace("_", " ") for k in kinds], fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
-    ax.set_title("Outcome types", fontsize=10)
-    return png_bytes(fig)
+    style(ax, ylabel="% of test problems", title="Outcome types", grid="y")
+    names = [k.replace("_", " ") for k in kinds]
+    ax.legend(names, fontsize=FONT["legend"], loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
+    return fig
 
 
-def preference_accuracy(metrics: dict[str, dict]) -> bytes | None:
-    """Share of preference pairs ranked right (chosen above rejected), all pairs and per corruption type."""
+def outcome_shares(metrics: dict[str, dict]) -> bytes | None:
+    """One stacked bar per method: the shares of correct, wrong, missing and malformed answers."""
+    return rendered(outcome_shares_figure(metrics))
+
+
+def margin_label(method: str, pref: dict) -> str:
+    """What a method's ``preference.mean_margin`` is, for its tick: DPO's implicit reward or a log-prob margin.
+
+    >>> margin_label("dpo", {"method": "implicit_reward", "beta": 0.1}), margin_label("sft", {"method": "x"})
+    ('DPO\\nimplicit reward\\n(β = 0.1)', 'SFT\\nlog-prob\\nmargin')
+    """
+    if pref.get("method") == "implicit_reward":
+        beta = f"\n(β = {pref['beta']:g})" if finite(pref.get("beta")) else ""
+        return f"{method_label(method)}\nimplicit reward{beta}"
+    return f"{method_label(method)}\nlog-prob\nmargin"
+
+
+def preference_figure(metrics: dict[str, dict]):
+    """The Figure of ``preference_accuracy``: accuracy (a share of pairs, percent) and, in its own panel, the
+    mean margin (nats) — two quantities of different units never share an axis."""
     prefs = {k: sub(m, "preference") for k, m in metrics.items() if sub(m, "preference")}
     corrs = ordered({c for p in prefs.values() for c in sub(p, "per_corruption")}, CORRUPTIONS)
     bars = {
@@ -268,9 +339,21 @@ def preference_accuracy(metrics: dict[str, dict]) -> bytes | None:
     bars = {k: v for k, v in bars.items() if any(v)}
     if not bars:
         return None
-    fig = figure(7.8, 3.0)
-    ax = fig.subplots()
-    _grouped_bars(ax, ["all pairs", *corrs], bars)
-    ax.axhline(50, color="#555555", linewidth=0.8, linestyle="--")
-    ax.set_title("Preference accuracy (chosen ranked above rejected; dashed: chance)", fontsize=10)
-    return png_bytes(fig)
+    margins = {k: p["mean_margin"] for k, p in prefs.items() if k in bars and finite(p.get("mean_margin"))}
+    fig = figure(8.6 if margins else 7.8, 3.4)
+    acc, mar = fig.subplots(1, 2, width_ratios=[4, 1.3]) if margins else (fig.subplots(), None)
+    _grouped_bars(acc, ["all pairs", *corrs], bars, "pairs ranked right (%)")
+    acc.axhline(50, color="#555555", linewidth=0.8, linestyle="--")
+    style(acc, title="Preference accuracy (chosen above rejected; dashed: chance)", grid="y")
+    if mar is not None:
+        mar.bar(range(len(margins)), list(margins.values()), 0.6, color=[METHOD_COLORS.get(m) for m in margins])
+        mar.axhline(0, color="#555555", linewidth=0.8)
+        mar.set_xticks(range(len(margins)), [margin_label(m, prefs[m]) for m in margins])
+        style(mar, ylabel="mean margin (nats)", title="Mean margin", grid="y")
+    return fig
+
+
+def preference_accuracy(metrics: dict[str, dict]) -> bytes | None:
+    """Share of preference pairs ranked right (chosen above rejected), all pairs and per corruption type, with
+    the mean margin per method in a panel of its own."""
+    return rendered(preference_figure(metrics))

@@ -3,7 +3,8 @@
 Hand-written, not vLLM's server, because vLLM's server needs vLLM's engine (a GPU); this one fronts
 whatever ``generate`` it is given: the transformers backend on CPU, the arith program judge, a test
 double. It speaks the subset of the OpenAI API (and of vLLM's extensions) that the judge harness, the
-trainers' rollout clients and ``label mc --backend openai`` use, and says so when asked for more:
+trainers' rollout clients, ``label mc --backend openai``, the openai client's streams and
+lm-evaluation-harness's ``local-completions`` / ``local-chat-completions`` use, and says so when asked for more:
 
 - ``GET /v1/models``, ``POST /v1/chat/completions``, ``POST /v1/completions``. Which request fields
   are implemented, accepted as having no effect, or refused with a 400 naming them is
@@ -12,45 +13,51 @@ trainers' rollout clients and ``label mc --backend openai`` use, and says so whe
   ``continue_final_message`` (what the MC labeller's OpenAI backend sends to continue a prefix).
 - **Prompts are encoded here** when the backend has a tokenizer: chats with the model's chat template
   and the request's rendering options (``transformers_backend.encode_prompt``), so the context check
-  and ``usage.prompt_tokens`` count the very ids the model sees. A backend with ``sample_ids`` (the
-  transformers backend) is given those ids and answers with token ids, so ``usage.completion_tokens``
-  counts the tokens generated (an eos or stop token included) and ``finish_reason`` is the sampler's
-  (``length`` when ``max_tokens`` ran out, else ``stop``). A backend that only generates text (the
-  program judge, test doubles) gets the chat as messages, reports ``stop`` and no ``usage``, and
-  refuses (400) the fields ``generate`` has no argument for.
+  and ``usage.prompt_tokens`` count the very ids the model sees; a completions prompt given as token
+  ids is used as it is. A backend with ``sample_ids`` (the transformers backend) is given those ids and
+  answers with token ids, so ``usage.completion_tokens`` counts the tokens generated (an eos or stop
+  token included) and ``finish_reason`` is the sampler's (``length`` when ``max_tokens`` ran out, else
+  ``stop``). A backend that only generates text (the program judge, test doubles) gets the chat as
+  messages, reports ``stop`` and no ``usage``, and refuses (400) the fields ``generate`` has no
+  argument for, log-probabilities and token-id prompts.
+- **Log-probabilities** (chat ``logprobs`` / ``top_logprobs``, completions ``logprobs: k``) and completions'
+  ``echo`` (the prompt prepended, and with ``logprobs`` its tokens scored, ``max_tokens: 0`` allowed):
+  ``serve.logprobs``, one scoring pass over prompt + generated ids, run in the batcher's worker thread.
+- **Streams** (``stream: true``): ``serve.streaming``; the answer is generated whole and sent as
+  server-sent events, token by token.
 - **Errors are OpenAI-shaped** (``{"error": {"message", "type", "param", "code"}}``) so a client shows
   the reason: 400 for a malformed or unsupported request, or a prompt plus ``max_tokens`` beyond the
   model's context (vLLM's behaviour, which the judge harness documents); 401 for a missing or wrong
-  key when the server has one; 404 for another model name; 500 when the backend fails.
+  key when the server has one; 404 for another model name; 500 when the backend fails. A stream's
+  errors come before its first event (everything is computed first), so they are these same replies.
 - **Concurrent requests are batched** by :class:`~posttrainlab.serve.batcher.Batcher`, whose calls
   run in a worker thread so this event loop keeps answering; sampled requests with a seed are batched
   too, each prompt drawing from its own generator.
 
-``create_app`` builds the app; ``bind`` and ``run_server`` serve it from the CLI (the socket is bound
-before a model loads, so a busy port fails at once); ``ServerThread`` runs it in a background thread on
-a free loopback port for tests and benchmarks.
+``create_app`` builds the app; ``serve.server`` runs it (``bind``, ``run_server``, ``ServerThread``,
+re-exported here, as is ``serve.tokens.TokenCounter``).
 """
 
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import logging
-import socket
-import threading
 import time
 import uuid
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 from fastapi import APIRouter, Depends, FastAPI, Header, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from posttrainlab.errors import BadInput, PosttrainError, one_line
 from posttrainlab.generation import Prompt, SamplingBackend
+from posttrainlab.generation.shared_prefix import Sample
 from posttrainlab.serve.batcher import Batcher, Completion, SamplingParams
+from posttrainlab.serve.logprobs import TokenNames, chat_content, completion_logprobs, score
 from posttrainlab.serve.requests import (
     ApiError,
     ChatRequest,
@@ -58,11 +65,17 @@ from posttrainlab.serve.requests import (
     beyond_generate,
     chat_messages,
     chat_options,
+    chat_top_logprobs,
     check_request,
+    completion_prompts,
+    completion_top_logprobs,
     error_response,
     sampling_params,
     validation_message,
 )
+from posttrainlab.serve.server import ServerThread, _config, bind, is_loopback, run_server, url_of
+from posttrainlab.serve.streaming import StreamedChoice, events, text_pieces
+from posttrainlab.serve.tokens import TokenCounter
 
 log = logging.getLogger("posttrainlab.serve")
 
@@ -70,41 +83,6 @@ log = logging.getLogger("posttrainlab.serve")
 DEFAULT_COMPLETION_MAX_TOKENS = 16
 #: ``max_tokens`` when a chat request gives none and the context length is unknown (else: the rest of it).
 DEFAULT_CHAT_MAX_TOKENS = 256
-
-
-# ---- token counts --------------------------------------------------------------------------------
-
-
-class TokenCounter:
-    """Prompt token ids for the context check, ``usage`` and ``sample_ids``, from a backend's tokenizer.
-
-    Prompts are encoded as the transformers backend encodes them (``encode_prompt``, with the chat
-    rendering options); ``vocab_size`` bounds ``stop_token_ids`` when the model config says it.
-    """
-
-    def __init__(self, tokenizer, context_length: int | None = None, vocab_size: int | None = None):
-        self.tokenizer = tokenizer
-        self.context_length = context_length
-        self.vocab_size = vocab_size
-
-    @classmethod
-    def for_backend(cls, backend: SamplingBackend) -> TokenCounter | None:
-        """A counter when the backend has a ``tokenizer`` (and, for the limits, ``model.config``); else None."""
-        tokenizer = getattr(backend, "tokenizer", None)
-        if tokenizer is None or not callable(tokenizer):
-            return None
-        config = getattr(getattr(backend, "model", None), "config", None)
-        context, vocab = getattr(config, "max_position_embeddings", None), getattr(config, "vocab_size", None)
-        positive = [x if isinstance(x, int) and x > 0 else None for x in (context, vocab)]
-        return cls(tokenizer, *positive)
-
-    def encode(self, prompt: Prompt, **options) -> list[int]:
-        from posttrainlab.generation.transformers_backend import encode_prompt
-
-        try:
-            return encode_prompt(self.tokenizer, prompt, **options)
-        except BadInput as e:
-            raise ApiError(400, f"messages: {e}", param="messages") from None
 
 
 # ---- the app -------------------------------------------------------------------------------------
@@ -132,6 +110,8 @@ def create_app(
     tokens = TokenCounter.for_backend(backend) if counter == "auto" else counter
     assert tokens is None or isinstance(tokens, TokenCounter)
     by_ids = tokens is not None and callable(getattr(backend, "sample_ids", None))  # module docstring
+    can_score = by_ids and getattr(backend, "model", None) is not None  # log-probabilities: serve.logprobs
+    names = TokenNames(tokens.tokenizer) if tokens is not None else None
     created = int(time.time())
 
     @asynccontextmanager
@@ -186,10 +166,13 @@ def create_app(
         return JSONResponse(model_card())
 
     def max_tokens_for(requested: int | None, ids: list[list[int]] | None, default: int | None) -> int:
-        """The request's ``max_tokens``, checked against the context; ``default=None`` means the rest of it."""
+        """The request's ``max_tokens``, checked against the context; ``default=None`` means the rest of it.
+
+        ``max_tokens: 0`` (echo: the prompt scored, nothing generated) may fill the context exactly.
+        """
         context = tokens.context_length if tokens is not None else None
         longest = max(map(len, ids)) if ids else 0
-        if context is not None and longest >= context:
+        if context is not None and longest >= context and not (requested == 0 and longest == context):
             raise ApiError(
                 400,
                 f"This model's maximum context length is {context} tokens, and the prompt has {longest} tokens",
@@ -214,16 +197,15 @@ def create_app(
             )
         return requested
 
+    def refuse_beyond_backend(name: str, why: str = "generates text only") -> None:
+        message = f"{name}: not supported by this server's backend ({type(backend).__name__} {why})"
+        raise ApiError(400, message, param=name)
+
     def params_for(req, max_tokens: int, options: dict[str, bool] | None = None) -> SamplingParams:
         params = sampling_params(req, max_tokens, tokens.vocab_size if tokens is not None else None)
         unsupported = [] if by_ids else beyond_generate(params, options)
         if unsupported:
-            name = unsupported[0]
-            raise ApiError(
-                400,
-                f"{name}: not supported by this server's backend ({type(backend).__name__} generates text only)",
-                param=name,
-            )
+            refuse_beyond_backend(unsupported[0])
         return params
 
     async def generate(prompts: list[Prompt], params: SamplingParams, ids: list[list[int]] | None):
@@ -237,11 +219,28 @@ def create_app(
             log.exception("backend call failed")
             raise ApiError(500, f"the backend failed: {one_line(e)}", type="server_error") from None
 
+    async def scored(sequences: list[list[int]], starts: list[int], k: int):
+        """``serve.logprobs.score`` in the batcher's worker thread (never beside a generation call)."""
+        assert tokens is not None
+        pad_id = tokens.tokenizer.pad_token_id if tokens.tokenizer.pad_token_id is not None else 0
+        try:
+            return await batcher.run(partial(score, backend.model, pad_id, sequences, starts, k))  # type: ignore[attr-defined]
+        except Exception as e:
+            log.exception("scoring failed")
+            raise ApiError(500, f"the backend failed to score the tokens: {one_line(e)}", type="server_error") from None
+
     def choice(c: Completion) -> tuple[str, str, int | None]:
         """``(text, finish_reason, completion tokens or None)``: exact from a ``Sample``; text only otherwise."""
         if isinstance(c, str):
             return c, "stop", None
         return c.text, c.finish_reason, len(c.tokens)
+
+    def pieces(c: Completion) -> list[tuple[str, int]]:
+        """The streamed pieces of a completion: token by token from a ``Sample``, whole from text."""
+        if isinstance(c, str):
+            return [(c, 0)] if c else []
+        assert tokens is not None
+        return text_pieces(tokens.tokenizer, c.text_tokens, c.text)
 
     def usage(ids: list[list[int]] | None, completion_tokens: list[int | None]) -> dict[str, int] | None:
         if ids is None or any(c is None for c in completion_tokens):
@@ -249,136 +248,114 @@ def create_app(
         p, c = sum(map(len, ids)), sum(completion_tokens)  # type: ignore[arg-type]
         return {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
 
+    def envelope(id_prefix: str, kind: str) -> dict[str, Any]:
+        created = int(time.time())
+        return {"id": f"{id_prefix}-{uuid.uuid4().hex}", "object": kind, "created": created, "model": model_name}
+
     def reply(id_prefix: str, kind: str, choices: list[dict], used: dict[str, int] | None) -> JSONResponse:
         """An OpenAI response body: id, object, created, model, choices and, when counted, usage."""
-        body = {
-            "id": f"{id_prefix}-{uuid.uuid4().hex}",
-            "object": kind,
-            "created": int(time.time()),
-            "model": model_name,
-            "choices": choices,
-        }
+        body = {**envelope(id_prefix, kind), "choices": choices}
         if used is not None:
             body["usage"] = used
         return JSONResponse(body)
 
+    def stream(req, id_prefix: str, kind: str, choices: list[StreamedChoice], used) -> StreamingResponse:
+        include_usage = bool(req.stream_options and req.stream_options.include_usage)
+        chunks = events(
+            envelope(id_prefix, kind), choices, chat=kind.startswith("chat"), usage=used, include_usage=include_usage
+        )
+        return StreamingResponse(chunks, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
     @router.post("/chat/completions")
-    async def chat_completions(req: ChatRequest) -> JSONResponse:
+    async def chat_completions(req: ChatRequest):
         check_request(req, model_name)
         messages, options = chat_messages(req), chat_options(req)
+        k = chat_top_logprobs(req)
+        if k is not None and not can_score:
+            refuse_beyond_backend("logprobs", "has no model to score tokens with")
         ids = [tokens.encode(messages, **options)] if tokens is not None else None
         requested = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
         max_tokens = max_tokens_for(requested, ids, None)
         (out,) = await generate([messages], params_for(req, max_tokens, options), ids)
-        choices, counts = [], []
-        for i, c in enumerate(out):
-            text, reason, used = choice(c)
-            counts.append(used)
-            message = {"role": "assistant", "content": text}
-            choices.append({"index": i, "message": message, "finish_reason": reason, "logprobs": None})
-        return reply("chatcmpl", "chat.completion", choices, usage(ids, counts))
+        entries: list[list[dict] | None] = [None] * len(out)
+        if k is not None:
+            assert ids is not None and names is not None
+            rows = await scored([ids[0] + list(c.text_tokens) for c in out], [len(ids[0])] * len(out), k)
+            entries = [chat_content(names, row) for row in rows]
+        answers = [choice(c) for c in out]
+        used = usage(ids, [a[2] for a in answers])
+        if req.stream:
+            both = enumerate(zip(out, answers, entries, strict=True))
+            streamed = [StreamedChoice(i, pieces(c), a[1], e) for i, (c, a, e) in both]
+            return stream(req, "chatcmpl", "chat.completion.chunk", streamed, used)
+        choices = [
+            {
+                "index": i,
+                "message": {"role": "assistant", "content": text},
+                "finish_reason": reason,
+                "logprobs": None if e is None else {"content": e},
+            }
+            for i, ((text, reason, _), e) in enumerate(zip(answers, entries, strict=True))
+        ]
+        return reply("chatcmpl", "chat.completion", choices, used)
 
     @router.post("/completions")
-    async def completions(req: CompletionRequest) -> JSONResponse:
+    async def completions(req: CompletionRequest):
         check_request(req, model_name)
-        prompts = [req.prompt] if isinstance(req.prompt, str) else list(req.prompt)
-        if not prompts:
-            raise ApiError(400, "prompt: give a string or a non-empty list of strings", param="prompt")
-        ids = [tokens.encode(p) for p in prompts] if tokens is not None else None
+        k, echo = completion_top_logprobs(req), bool(req.echo)
+        prompts = completion_prompts(req, tokens.vocab_size if tokens is not None else None)
+        if not by_ids and any(isinstance(p, list) for p in prompts):
+            refuse_beyond_backend("prompt", "does not take token ids")
+        if k is not None and not can_score:
+            refuse_beyond_backend("logprobs", "has no model to score tokens with")
+        if req.max_tokens == 0 and not echo:
+            raise ApiError(400, "max_tokens: 0 is only allowed with echo=true (the prompt scored)", param="max_tokens")
+        ids = [p if isinstance(p, list) else tokens.encode(p) for p in prompts] if tokens is not None else None
+        empty = [i for i, x in enumerate(ids or []) if not x]
+        if empty:  # the model needs a token to condition on (vLLM's 400 too)
+            raise ApiError(400, f"prompt.{empty[0]}: empty: no token to condition on", param="prompt")
+        texts = [p if isinstance(p, str) else tokens.decode(p) for p in prompts]  # type: ignore[union-attr]
         max_tokens = max_tokens_for(req.max_tokens, ids, DEFAULT_COMPLETION_MAX_TOKENS)
-        outs = await generate(prompts, params_for(req, max_tokens), ids)
-        choices, counts = [], []
-        for out in outs:  # OpenAI's order: prompt by prompt, n choices each
-            for c in out:
-                text, reason, used = choice(c)
-                counts.append(used)
-                choices.append({"index": len(choices), "text": text, "finish_reason": reason, "logprobs": None})
-        return reply("cmpl", "text_completion", choices, usage(ids, counts))
+        params = params_for(req, max_tokens)
+        if max_tokens == 0:  # nothing to generate: every choice is the empty completion
+            outs: list[list[Completion]] = [[Sample("", (), "length")] * params.n for _ in prompts]
+        else:
+            outs = await generate(list(texts), params, ids)
+        flat = [(i, c) for i, out in enumerate(outs) for c in out]  # OpenAI's order: prompt by prompt, n each
+        logprobs: list[dict | None] = [None] * len(flat)
+        if k is not None:
+            assert ids is not None and names is not None
+            sequences = [ids[i] + list(c.tokens) for i, c in flat]
+            rows = await scored(sequences, [0 if echo else len(ids[i]) for i, _ in flat], k)
+            offsets = [0 if echo else len(texts[i]) for i, _ in flat]
+            logprobs = [completion_logprobs(names, row, off) for row, off in zip(rows, offsets, strict=True)]
+        answers = [choice(c) for _, c in flat]
+        used = usage(ids, [a[2] for a in answers])
+        if req.stream:
+            streamed = []
+            for j, ((i, c), a, lp) in enumerate(zip(flat, answers, logprobs, strict=True)):
+                head = [(texts[i], len(ids[i]) if ids is not None else 0)] if echo else []
+                streamed.append(StreamedChoice(j, head + pieces(c), a[1], lp))
+            return stream(req, "cmpl", "text_completion", streamed, used)
+        choices = [
+            {"index": j, "text": (texts[i] if echo else "") + text, "finish_reason": reason, "logprobs": lp}
+            for j, ((i, _), (text, reason, _), lp) in enumerate(zip(flat, answers, logprobs, strict=True))
+        ]
+        return reply("cmpl", "text_completion", choices, used)
 
     app.include_router(router)
     return app
 
 
-# ---- running it ----------------------------------------------------------------------------------
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` names this machine only.
-
-    >>> is_loopback("127.0.0.1"), is_loopback("localhost"), is_loopback("::1"), is_loopback("0.0.0.0")
-    (True, True, True, False)
-    """
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def url_of(sock: socket.socket) -> str:
-    """The base URL (``http://HOST:PORT/v1``) of a bound socket."""
-    host, port = sock.getsockname()[:2]
-    host = f"[{host}]" if ":" in host else host
-    return f"http://{host}:{port}/v1"
-
-
-def bind(host: str, port: int) -> socket.socket:
-    """A TCP socket bound to ``host:port`` (``port=0``: a free one); ``BadInput`` when that is impossible."""
-    if not 0 <= port <= 65535:
-        raise BadInput(f"--port {port}: must be in 0..65535")
-    try:
-        family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
-    except socket.gaierror as e:
-        raise BadInput(f"--host {host}: cannot resolve it ({e.strerror})") from None
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind(address)
-    except OSError as e:
-        sock.close()
-        hint = " (another server is using it: choose another --port, or 0 for a free one)" if port else ""
-        raise BadInput(f"{host}:{port}: cannot listen there: {e.strerror or e}{hint}") from None
-    return sock
-
-
-def _config(app: FastAPI, *, log_level: str, access_log: bool):
-    import uvicorn
-
-    return uvicorn.Config(app, log_level=log_level, access_log=access_log, lifespan="on", timeout_keep_alive=30)
-
-
-def run_server(app: FastAPI, sock: socket.socket, *, log_level: str = "warning", access_log: bool = False) -> None:
-    """Serve ``app`` on the bound ``sock`` until interrupted (Ctrl-C stops it cleanly)."""
-    import uvicorn
-
-    uvicorn.Server(_config(app, log_level=log_level, access_log=access_log)).run(sockets=[sock])
-
-
-class ServerThread:
-    """``app`` served by uvicorn in a daemon thread on a free loopback port (tests, benchmarks).
-
-    ``with ServerThread(create_app(backend, "m")) as server:`` then point a client at ``server.url``.
-    """
-
-    def __init__(self, app: FastAPI, host: str = "127.0.0.1", port: int = 0, log_level: str = "warning"):
-        import uvicorn
-
-        self.app = app
-        self.sock = bind(host, port)
-        self.url = url_of(self.sock)
-        self.server = uvicorn.Server(_config(app, log_level=log_level, access_log=False))
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
-
-    def __enter__(self) -> ServerThread:
-        self.thread.start()
-        deadline = time.monotonic() + 60
-        while not self.server.started:
-            if not self.thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError(f"the server at {self.url} did not start")
-            time.sleep(0.01)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=30)
+__all__ = [
+    "DEFAULT_CHAT_MAX_TOKENS",
+    "DEFAULT_COMPLETION_MAX_TOKENS",
+    "ServerThread",
+    "TokenCounter",
+    "_config",
+    "bind",
+    "create_app",
+    "is_loopback",
+    "run_server",
+    "url_of",
+]

@@ -37,6 +37,9 @@ How it works, and why:
   backend's prompt-ordered output is cut back into the same slices. A backend error fails every job
   of its group (the HTTP layer turns ``BadInput`` into a 400) and leaves the other groups alone.
 
+Other work on the model (``serve.logprobs``' scoring pass) goes through :meth:`Batcher.run`, into the
+same worker thread, so it never runs beside a generation call.
+
 Counters (``calls``, ``batches``, ``prompts``) say what the batching did; tests and ``bench/bench_serve.py``
 read them.
 """
@@ -46,6 +49,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import random
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
@@ -178,10 +182,18 @@ class Batcher:
         self._queue.put_nowait(job)
         return await job.future
 
-    def _start(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop, self._queue, self._held = loop, asyncio.Queue(), None
+    async def run(self, fn: Callable[[], Any]) -> Any:
+        """``fn()`` in the worker thread that runs the backend calls (between them, never beside one)."""
+        return await asyncio.get_running_loop().run_in_executor(self._worker(), fn)
+
+    def _worker(self) -> ThreadPoolExecutor:
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="generate")
+        return self._executor
+
+    def _start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop, self._queue, self._held = loop, asyncio.Queue(), None
+        self._worker()
         self._task = loop.create_task(self._run(), name="posttrain-serve-batcher")
 
     async def close(self) -> None:

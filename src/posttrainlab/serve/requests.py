@@ -5,18 +5,21 @@ that would change the output is refused, never dropped). Each top-level field of
 exactly one of these sets:
 
 - **implemented** (the pydantic models below): ``model``, ``messages`` / ``prompt``, ``n``, ``temperature``,
-  ``top_p``, ``max_tokens`` (``max_completion_tokens`` for chat), ``seed``, ``stop``, ``stream: false``,
-  ``best_of == n``, and vLLM's ``top_k``, ``min_p``, ``min_tokens``, ``stop_token_ids``, ``ignore_eos``;
-  for chat also ``add_generation_prompt`` and ``continue_final_message`` (``apply_chat_template``'s
-  meaning; ``continue_final_message: true`` alone implies ``add_generation_prompt: false``, both true
-  is a 400). A backend that only generates text (``SamplingBackend.generate``: the program judge, test
-  doubles) has no argument for vLLM's fields or the rendering options: set to anything but their
-  defaults they are a 400 there, not dropped (:func:`beyond_generate`).
+  ``top_p``, ``max_tokens`` (``max_completion_tokens`` for chat), ``seed``, ``stop``, ``stream`` and
+  ``stream_options.include_usage`` (``serve.streaming``), ``best_of == n``, and vLLM's ``top_k``, ``min_p``,
+  ``min_tokens``, ``stop_token_ids``, ``ignore_eos``; for chat also ``logprobs`` / ``top_logprobs``,
+  ``add_generation_prompt`` and ``continue_final_message`` (``apply_chat_template``'s meaning;
+  ``continue_final_message: true`` alone implies ``add_generation_prompt: false``, both true is a 400);
+  for completions ``logprobs: k`` (an int: ``true`` is not ``1`` here, and is a 400), ``echo``, ``max_tokens:
+  0`` with ``echo``, and ``prompt`` as a string, a list of strings, a list of token ids or a list of such
+  lists (:func:`completion_prompts`). A backend that only generates text (``SamplingBackend.generate``:
+  the program judge, test doubles) has no argument for vLLM's fields or the rendering options, and no
+  log-probabilities or token ids: set to anything but their defaults they are a 400 there, not dropped
+  (:func:`beyond_generate`; the app refuses the others).
 - **no effect** (:data:`NO_EFFECT`): fields that cannot change the output (``user``, ``metadata``, ...):
   accepted and ignored.
 - **neutral only** (:data:`NEUTRAL`): fields this server does not implement, accepted only with the
-  value that asks for nothing (``logprobs: false``, ``presence_penalty: 0``, ``response_format: text``).
-  ``true`` is not ``1`` here: ``logprobs: 0`` asks completions for the drawn tokens' log-probabilities.
+  value that asks for nothing (``presence_penalty: 0``, ``response_format: text``, ``echo: false`` on chat).
 - **anything else**, known to OpenAI or vLLM or not (``guided_json``, ``logit_bias``, ``chat_template``...):
   400 naming the field. A field sent as ``null`` counts as not sent.
 
@@ -35,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from posttrainlab.errors import BadInput
 from posttrainlab.serve.batcher import SamplingParams
+from posttrainlab.serve.logprobs import MAX_LOGPROBS
 
 #: The largest ``n`` one request may ask for.
 MAX_N = 128
@@ -44,8 +48,6 @@ NO_EFFECT = frozenset({"user", "metadata", "store", "service_tier", "parallel_to
 
 #: Fields this server does not implement, with the values that mean "not asked for".
 NEUTRAL: dict[str, tuple] = {
-    "logprobs": (False,),
-    "top_logprobs": (0,),
     "prompt_logprobs": (),
     "echo": (False,),
     "suffix": ("",),
@@ -58,7 +60,6 @@ NEUTRAL: dict[str, tuple] = {
     "repetition_penalty": (1,),
     "logit_bias": ({},),
     "response_format": ({"type": "text"},),
-    "stream_options": (),
     "skip_special_tokens": (True,),
     "spaces_between_special_tokens": (True,),
     "include_stop_str_in_output": (False,),
@@ -67,6 +68,12 @@ NEUTRAL: dict[str, tuple] = {
 
 
 # ---- the request bodies --------------------------------------------------------------------------
+
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # vLLM's continuous_usage_stats is not implemented: a 400
+
+    include_usage: bool | None = None
 
 
 class _Request(BaseModel):
@@ -80,6 +87,7 @@ class _Request(BaseModel):
     seed: int | None = Field(None, ge=-(2**63), le=2**64 - 1)  # what a torch.Generator takes
     stop: str | list[str] | None = None
     stream: bool | None = False
+    stream_options: StreamOptions | None = None
     best_of: int | None = None
     top_k: int | None = None
     min_p: float | None = None
@@ -100,10 +108,15 @@ class ChatRequest(_Request):
     max_completion_tokens: int | None = Field(None, ge=1)
     add_generation_prompt: bool | None = None
     continue_final_message: bool | None = None
+    logprobs: bool | None = None
+    top_logprobs: int | None = Field(None, ge=0, le=MAX_LOGPROBS)
 
 
 class CompletionRequest(_Request):
-    prompt: str | list[str]
+    prompt: str | list[str] | list[int] | list[list[int]]
+    max_tokens: int | None = Field(None, ge=0)  # 0 only with echo: the prompt scored, nothing generated
+    logprobs: bool | int | None = None  # bool first, so that ``true`` stays a bool and is refused
+    echo: bool | None = None
 
 
 # ---- errors --------------------------------------------------------------------------------------
@@ -149,7 +162,7 @@ def _same(value: Any, neutral: Any) -> bool:
 
 
 def check_request(req: _Request, model_name: str) -> None:
-    """404 for another model; 400 for ``stream``, ``best_of != n`` and any field outside the policy."""
+    """404 for another model; 400 for ``best_of != n``, a stray ``stream_options`` and any field outside the policy."""
     if req.model != model_name:
         raise ApiError(
             404,
@@ -157,8 +170,8 @@ def check_request(req: _Request, model_name: str) -> None:
             param="model",
             code="model_not_found",
         )
-    if req.stream:
-        raise ApiError(400, "stream: streaming is not supported by posttrain serve; send stream=false", param="stream")
+    if req.stream_options is not None and not req.stream:
+        raise ApiError(400, "stream_options: only allowed with stream=true", param="stream_options")
     n = req.n or 1
     if req.best_of is not None and req.best_of != n:
         raise ApiError(400, f"best_of={req.best_of}: not supported (only best_of == n)", param="best_of")
@@ -171,6 +184,44 @@ def check_request(req: _Request, model_name: str) -> None:
         if name in NEUTRAL:
             raise ApiError(400, f"{name}: {why} (only {' or '.join(map(repr, NEUTRAL[name])) or 'null'})", param=name)
         raise ApiError(400, f"{name}: {why} (it would change the output, so it is refused, not ignored)", param=name)
+
+
+def chat_top_logprobs(req: ChatRequest) -> int | None:
+    """How many top log-probabilities each chat token gets (0: the token's own only); None: not asked for."""
+    if not req.logprobs:
+        if req.top_logprobs:
+            raise ApiError(400, "top_logprobs: needs logprobs=true", param="top_logprobs")
+        return None
+    return req.top_logprobs or 0
+
+
+def completion_top_logprobs(req: CompletionRequest) -> int | None:
+    """Completions' ``logprobs: k`` (0..MAX_LOGPROBS); None: not asked for (``null`` or ``false``)."""
+    k = req.logprobs
+    if k is None or k is False:
+        return None
+    if k is True or not 0 <= k <= MAX_LOGPROBS:
+        raise ApiError(
+            400, f"logprobs: {k!r}: give how many top log-probabilities to return, 0..{MAX_LOGPROBS}", param="logprobs"
+        )
+    return k
+
+
+def completion_prompts(req: CompletionRequest, vocab_size: int | None = None) -> list[str | list[int]]:
+    """The prompts, each a string or a list of token ids; 400 for an empty one or an id outside the vocabulary."""
+    p = req.prompt
+    prompts: list = [p] if isinstance(p, str) or (p and isinstance(p[0], int)) else list(p)
+    if not prompts:
+        raise ApiError(400, "prompt: give a string, a list of strings or token ids, not an empty list", param="prompt")
+    for i, prompt in enumerate(prompts):
+        if isinstance(prompt, list):
+            if not prompt:
+                raise ApiError(400, f"prompt.{i}: an empty list of token ids", param="prompt")
+            bad = [t for t in prompt if t < 0 or (vocab_size is not None and t >= vocab_size)]
+            if bad:
+                top = f"0..{vocab_size - 1}" if vocab_size is not None else ">= 0"
+                raise ApiError(400, f"prompt.{i}: {bad[0]} is not a token id of this model ({top})", param="prompt")
+    return prompts
 
 
 def chat_messages(req: ChatRequest) -> list[dict[str, str]]:
@@ -261,10 +312,14 @@ __all__ = [
     "MAX_N",
     "NEUTRAL",
     "NO_EFFECT",
+    "StreamOptions",
     "beyond_generate",
     "chat_messages",
     "chat_options",
+    "chat_top_logprobs",
     "check_request",
+    "completion_prompts",
+    "completion_top_logprobs",
     "error_response",
     "sampling_params",
     "validation_message",

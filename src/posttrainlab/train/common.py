@@ -215,7 +215,11 @@ def _flat(config: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def recipe_changes(saved: Path, recipe) -> list[str]:
-    """``["optim.learning_rate 0.001 -> 0.5", ...]``: each key where ``recipe`` differs from the ``saved`` YAML."""
+    """``["optim.learning_rate 0.001 -> 0.5", ...]``: each key where ``recipe`` differs from the ``saved`` YAML.
+
+    A key missing from ``saved`` whose value is the recipe class's default is not a change: it is a field added
+    after that run was started (``dpo.preference``), and the run did what the default does.
+    """
     import yaml
 
     from posttrainlab.config import to_dict
@@ -230,7 +234,13 @@ def recipe_changes(saved: Path, recipe) -> list[str]:
     def show(key: str, values: dict[str, Any]) -> str:
         return "(unset)" if key not in values else "null" if values[key] is None else str(values[key])
 
-    keys = [k for k in dict.fromkeys([*old, *new]) if old.get(k, ...) != new.get(k, ...)]
+    # a key the saved file lacks, at its default value, is a field added since that run: not a change
+    default = _flat(yaml.safe_load(yaml.safe_dump(to_dict(type(recipe)()))))
+    keys = [
+        k
+        for k in dict.fromkeys([*old, *new])
+        if old.get(k, ...) != new.get(k, ...) and not (k not in old and k in default and new.get(k) == default[k])
+    ]
     return [f"{k} {show(k, old)} -> {show(k, new)}" for k in keys]
 
 
@@ -310,6 +320,8 @@ def run_trainer(trainer, recipe, method: str, n_records: int, start: Start | Non
     """
     from posttrainlab.config import save_config
     from posttrainlab.data.atomic import write_text
+    from posttrainlab.progress import use_train_log
+    from posttrainlab.provenance import provenance
 
     out = Path(recipe.output_dir)
     start = start if start is not None else check_run(recipe)
@@ -323,6 +335,7 @@ def run_trainer(trainer, recipe, method: str, n_records: int, start: Start | Non
         if start.checkpoint is not None:
             changed = f"; recipe changed: {'; '.join(start.changes)}" if start.changes else ""
             print(f"{method}: resuming from {start.checkpoint} (step {start.step}){changed}", flush=True)
+    use_train_log(trainer, method)  # one line per logging step, not transformers' dicts and tqdm bars
     t0 = time.time()
     result = trainer.train(resume_from_checkpoint=start.checkpoint)
     save_model(trainer, out)
@@ -338,6 +351,7 @@ def run_trainer(trainer, recipe, method: str, n_records: int, start: Start | Non
             "train_loss": result.training_loss,
             "seconds": time.time() - t0,
             "recipe": asdict(recipe),
+            "provenance": provenance(seeds={"seed": recipe.optim.seed}),
         }
         write_text(out / SUMMARY, json.dumps(summary, indent=2) + "\n")
     return out

@@ -3,7 +3,14 @@
     posttrain train dpo --config configs/arith/dpo.yaml model=runs/sft
 
 The reference is a frozen copy of the starting policy unless ``ref_model`` names another checkpoint.
-Ours: only the arith-v1 preference rows as chat prompt/chosen/rejected.
+Ours: the preference rows as chat prompt/chosen/rejected, and where they come from (``preference.source``):
+``synthetic``, the split's own rows; ``policy``, pairs sampled from the starting policy ``model`` and graded
+(``label.policy_pairs``; docs/policy-lab.md "DPO pairs"), written to ``output_dir/preference_pairs.jsonl`` before
+training and reused by a resumed run.
+
+Order (``common.check_run``): the preference values, the run folder, the trainer arguments, the models, the data;
+then the sampling model loads, samples and is freed; only then are the pairs and ``recipe.yaml`` written (a new
+folder holding pairs is an earlier run's, so a run killed before its first checkpoint starts again cleanly).
 """
 
 from __future__ import annotations
@@ -11,6 +18,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from posttrainlab.train.common import (
+    RECIPE,
+    Start,
     assistant,
     check_model,
     check_run,
@@ -33,13 +42,21 @@ def dpo_rows(records: list[dict]) -> list[dict]:
     ]
 
 
+def dpo_kwargs(recipe: DPORecipe) -> dict:
+    """``trl.DPOConfig``'s keyword arguments for ``recipe``; a bad ``trainer_args`` key is refused here."""
+    from trl import DPOConfig
+
+    own = {"beta": recipe.beta, "loss_type": [recipe.loss_type], "max_length": recipe.max_length}
+    return trainer_kwargs(DPOConfig, recipe, own)
+
+
 def build_trainer(recipe: DPORecipe, records: list[dict] | None = None):
+    """The DPOTrainer over ``records`` (default: the recipe's split as it is, ``preference.source: synthetic``)."""
     from trl import DPOConfig, DPOTrainer
 
     from posttrainlab.models.loading import load_causal_lm
 
-    own = {"beta": recipe.beta, "loss_type": [recipe.loss_type], "max_length": recipe.max_length}
-    kwargs = trainer_kwargs(DPOConfig, recipe, own)
+    kwargs = dpo_kwargs(recipe)
     check_model(recipe.model)
     check_model(recipe.ref_model)
     records = load_records(recipe.dataset) if records is None else records
@@ -52,8 +69,39 @@ def build_trainer(recipe: DPORecipe, records: list[dict] | None = None):
     return trainer, len(records)
 
 
-def train_dpo(recipe: DPORecipe, existing: str = "check") -> Path:
-    """Check the run folder, then the data and the models, then train (``common.check_run``)."""
+def sampled_records(recipe: DPORecipe, start: Start, backend=None) -> list[dict]:
+    """``preference.source: policy``: the run's on-policy pairs, sampled from ``model`` or reused from output_dir.
+
+    The policy sampled is the starting ``model``, not ``ref_model``: the pairs are on-policy for the first step.
+    A fresh folder gets ``recipe.yaml`` with the pairs, so it reads as an earlier run of this recipe afterwards.
+    """
+    from posttrainlab.config import save_config
+    from posttrainlab.label.policy_pairs import policy_pairs
+
+    dpo_kwargs(recipe)
+    check_model(recipe.model)
+    check_model(recipe.ref_model)
+    records = load_records(recipe.dataset)
+    out = Path(recipe.output_dir)
+    fresh = not (out / RECIPE).is_file() and not start.overwrite
+    pairs = policy_pairs(
+        records, recipe.preference, resolve_model(recipe.model), out, recipe.dataset, backend=backend,
+        reuse=not start.overwrite, trust_remote_code=recipe.trust_remote_code,
+    )  # fmt: skip
+    if fresh:
+        save_config(recipe, out / RECIPE)
+    return pairs
+
+
+def train_dpo(recipe: DPORecipe, existing: str = "check", backend=None) -> Path:
+    """Check the preference values and the run folder, then the data and the models, then train (module docstring).
+
+    ``backend`` (a ``SamplingBackend``) replaces the model sampled for ``preference.source: policy``.
+    """
+    from posttrainlab.label.policy_pairs import check_preference
+
+    check_preference(recipe.preference)
     start = check_run(recipe, existing)
-    trainer, n = build_trainer(recipe)
+    records = sampled_records(recipe, start, backend) if recipe.preference.source == "policy" else None
+    trainer, n = build_trainer(recipe, records)
     return run_trainer(trainer, recipe, "dpo", n, start)

@@ -164,6 +164,7 @@ def pretrain(cfg: PretrainConfig, out: str | os.PathLike, resume: bool = True) -
     from transformers import Trainer, TrainingArguments
 
     from posttrainlab.models.tiny import build_model, count_parameters, save_pretrained
+    from posttrainlab.progress import use_train_log
 
     out = Path(out)
     if is_cached(out, cfg):
@@ -193,9 +194,9 @@ def pretrain(cfg: PretrainConfig, out: str | os.PathLike, resume: bool = True) -
         seed=cfg.train.seed,
         use_cpu=not torch.cuda.is_available(),
         dataloader_num_workers=0,
-        disable_tqdm=False,
     )
     trainer = Trainer(model=model, args=args, train_dataset=_Blocks(ids, labels))
+    use_train_log(trainer, "pretrain")  # one line per logging step (progress.py), not tqdm and raw dicts
     has_checkpoint = resume and any(work.glob("checkpoint-*"))
     trainer.train(resume_from_checkpoint=True if has_checkpoint else None)
     seen = {item.program for item in items} | eval_set

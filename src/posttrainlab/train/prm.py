@@ -20,6 +20,7 @@ checkpoint gets the same file. A LoRA run is merged into the base weights before
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
 
 from posttrainlab.errors import BadInput
@@ -77,7 +78,7 @@ def _trainer_class():
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             loss = batch_loss(model, self.prm_head, inputs, soft=self.soft, class_weights=self.class_weights)
-            return (loss, None) if return_outputs else loss
+            return (loss, {}) if return_outputs else loss  # no outputs: evaluation logs the loss only
 
     class SpecWriter(TrainerCallback):
         """Put ``prm_config.json`` in every checkpoint, so a checkpoint scores like the final model."""
@@ -103,11 +104,20 @@ def build_trainer(recipe: PRMRecipe):
     from posttrainlab.models.prm import DEFAULT_SYSTEM, is_causal, load_for_training, make_head
 
     recipe.check()
+    data = recipe.dataset
+    own = {} if data.eval_path is None else {
+        "eval_strategy": "steps",
+        "eval_steps": data.eval_steps or recipe.optim.save_steps,
+        "per_device_eval_batch_size": recipe.optim.batch_size,
+        "prediction_loss_only": True,
+    }  # fmt: skip
     kwargs = trainer_kwargs(
-        TrainingArguments, recipe, {}, fixed={"remove_unused_columns": False, "label_names": ["labels"]}
+        TrainingArguments, recipe, own, fixed={"remove_unused_columns": False, "label_names": ["labels"]}
     )
     soft = recipe.supervision == "soft"
-    items = read_items(recipe.dataset, soft=soft)  # a bad data file fails before any model is loaded
+    items = read_items(data, soft=soft)  # a bad data file fails before any model is loaded
+    held = None if data.eval_path is None else read_items(replace(data, path=data.eval_path, limit=data.eval_limit),
+                                                          soft=soft)  # fmt: skip
     set_seed(recipe.optim.seed)  # a fresh token-cls head is initialised from this seed
     model, tokenizer, spec = load_for_training(
         resolve_model(recipe.model),
@@ -125,15 +135,20 @@ def build_trainer(recipe: PRMRecipe):
             f"{recipe.model}: grouped MC-value training needs a causal model (a bidirectional encoder lets a "
             "step's target see later steps); set dataset.mc_rows=prefix"
         )
-    examples, dropped = make_examples(
-        tokenizer,
-        spec,
-        items,
-        span_tokens=recipe.supervision == "span",
-        last_only=recipe.train_on_last_step_only,
-        max_length=recipe.max_length,
-        where=recipe.dataset.path,
-    )
+
+    def examples_of(rows, where: str):
+        return make_examples(
+            tokenizer,
+            spec,
+            rows,
+            span_tokens=recipe.supervision == "span",
+            last_only=recipe.train_on_last_step_only,
+            max_length=recipe.max_length,
+            where=where,
+        )
+
+    examples, dropped = examples_of(items, recipe.dataset.path)
+    eval_examples = None if held is None else examples_of(held, data.eval_path)[0]
     if dropped:
         log.warning("%s: %d solution(s) dropped: no label left within max_length %d", recipe.dataset.path, dropped,
                     recipe.max_length)  # fmt: skip
@@ -152,6 +167,7 @@ def build_trainer(recipe: PRMRecipe):
         model=model,
         args=args,
         train_dataset=examples,
+        eval_dataset=eval_examples,
         data_collator=collate(tokenizer.pad_token_id),
         processing_class=tokenizer,
         callbacks=[log_callback(recipe.output_dir), spec_writer(spec)],

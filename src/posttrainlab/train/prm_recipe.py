@@ -39,6 +39,11 @@ class PRMDataConfig:
     # mc-value only: also train on rows with value_source "inferred" (values --search binary concluded without
     # rolling out: copies of a later probe's V, 0 after its zero, 1 on a correct trace); false = measured V only
     mc_use_inferred: bool = False
+    # held-out rows in the same format (a file or hf:// path, first eval_limit rows): their loss is logged as
+    # eval_loss every eval_steps steps (null: at every save_steps) and drawn beside the training loss in the report
+    eval_path: str | None = None
+    eval_limit: int | None = 500
+    eval_steps: int | None = None
 
 
 @dataclass

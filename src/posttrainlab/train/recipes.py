@@ -82,6 +82,29 @@ class SFTRecipe:
 
 
 @dataclass
+class PreferenceConfig:
+    """Where DPO's (prompt, chosen, rejected) pairs come from (docs/policy-lab.md, "DPO pairs").
+
+    ``synthetic``: the split's own rows (arith-v1's rejected is a synthetic near-miss: off-policy).
+    ``policy``: ``k`` answers per prompt sampled from the recipe's ``model`` (the starting policy, so the pairs are
+    on-policy for the first step), graded with the arith grader; the i-th distinct correct answer is paired with
+    the i-th distinct incorrect one (``label.policy_pairs``). The other fields apply to ``policy`` only.
+    """
+
+    source: str = "synthetic"  # synthetic | policy
+    k: int = 8  # samples per prompt (at least 2: a pair needs a correct and an incorrect answer)
+    temperature: float = 1.0  # > 0: greedy would give k equal answers
+    top_p: float = 1.0
+    max_new_tokens: int = 64
+    seed: int = 0
+    pairs_per_prompt: int = 1  # at most this many pairs per prompt (fewer when it has fewer distinct answers)
+    # no correct sample: reference = the split's `chosen` (the reference solution) is the chosen answer;
+    # none = the prompt gives no pair
+    chosen_fallback: str = "reference"
+    batch_size: int = 32  # prompts per generate call
+
+
+@dataclass
 class DPORecipe:
     """Direct preference optimisation on (prompt, chosen, rejected) with a frozen reference model."""
 
@@ -89,6 +112,7 @@ class DPORecipe:
     ref_model: str | None = None
     output_dir: str = "runs/dpo"
     dataset: DatasetConfig = field(default_factory=lambda: DatasetConfig(split="preference_train"))
+    preference: PreferenceConfig = field(default_factory=PreferenceConfig)  # synthetic pairs or sampled ones
     optim: OptimConfig = field(default_factory=lambda: OptimConfig(learning_rate=5e-5, batch_size=8))
     lora: LoraSwitch = field(default_factory=LoraSwitch)
     beta: float = 0.1
@@ -125,3 +149,19 @@ class GRPORecipe:
 
 
 RECIPES = {"sft": SFTRecipe, "dpo": DPORecipe, "grpo": GRPORecipe}
+
+
+def seeded(recipe, k: int):
+    """A copy of ``recipe`` (any recipe, the PRM's too) for seed ``k`` of a multi-seed run (``train --seeds``,
+    quickstart ``seeds``): ``k`` = 0 is the recipe itself; ``k`` >= 1 trains into ``<output_dir>-s<k>`` with
+    ``optim.seed + k`` (and ``preference.seed + k``: on-policy DPO pairs are sampled again).
+    """
+    from copy import deepcopy
+
+    recipe = deepcopy(recipe)
+    if k:
+        recipe.output_dir = f"{recipe.output_dir}-s{k}"
+        recipe.optim.seed += k
+        if hasattr(recipe, "preference"):
+            recipe.preference.seed += k
+    return recipe

@@ -121,6 +121,23 @@ def test_policy_rows_have_the_exact_labels(built):
     assert {c["seed"] for c in backend.calls} == {3}
 
 
+def test_each_sampling_call_names_its_split_on_the_progress_bar(arith_dir, tmp_path):
+    """Not "generating" three times (issue #17): the backend's bar is labelled by ``progress.task_label``."""
+    from posttrainlab.progress import progress_bar
+
+    labels: list[str] = []
+
+    class Labelled(FakeBackend):
+        def generate(self, prompts, **kwargs):
+            with progress_bar(False) as bar:  # what TransformersBackend does
+                task = bar.add_task("generating", total=len(prompts))
+                labels.append(bar.tasks[task].description)
+            return super().generate(prompts, **kwargs)
+
+    build("fake-policy", arith_dir, tmp_path / "o", k=2, limit=2, backend=Labelled())
+    assert labels == ["sampling rl_train (k=2)", "sampling dev (k=2)", "sampling validation (k=2)"]
+
+
 def test_sources_splits_and_counts(built, arith_dir):
     out, manifest, _ = built
     step = {s: read_jsonl(out / "step" / f"{s}.jsonl") for s in ("train", "heldout", "preference_test")}
@@ -151,6 +168,22 @@ def test_sources_splits_and_counts(built, arith_dir):
     for s in manifest["stats"].values():
         assert s["grader_disagreements"] == 0 and s["dropped_empty"] == 0 and s["right_answer_wrong_steps"] == 0
     assert manifest["stats"]["train"]["by_source"]["policy"]["all_correct_share"] == 0.25
+
+
+def test_reference_splits_add_each_reference_and_one_corruption_to_train(arith_dir, tmp_path):
+    """``reference_splits``: exact labels without sampling, after the policy rows and the preference pairs."""
+    base = build("fake-policy", arith_dir, tmp_path / "a", k=2, limit=2, backend=FakeBackend())
+    more = build("fake-policy", arith_dir, tmp_path / "b", k=2, limit=2, backend=FakeBackend(),
+                 reference_splits=("sft_train_3k",), reference_limit=3)  # fmt: skip
+    rows = read_jsonl(tmp_path / "b" / "step" / "train.jsonl")
+    assert len(rows) == base["stats"]["train"]["rows"] + 6
+    added = rows[-6:]
+    assert [r["source"] for r in added] == ["reference", "corruption"] * 3
+    assert [r["id"] for r in added] == [f"sft_train-000{i // 2}" for i in range(6)]
+    assert all(0 not in r["step_labels"] for r in added[::2]) and all(r["step_labels"][-1] == 0 for r in added[1::2])
+    assert more["splits"]["train"]["references"] == {"sft_train_3k": 3}
+    with pytest.raises(BadInput, match="test"):
+        build("fake-policy", arith_dir, tmp_path / "c", k=2, limit=2, backend=FakeBackend(), reference_splits=("test",))
 
 
 def test_views_are_row_aligned_and_valid(built):

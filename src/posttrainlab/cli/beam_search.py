@@ -1,0 +1,107 @@
+"""``posttrain eval beam-search``: PRM-guided step-level beam search, beside best-of-N at an equal token budget.
+
+    posttrain eval beam-search --policy runs/qs/sft --prm runs/qs/prm --data runs/qs/data/arith-v1 \\
+        --out runs/qs/beam --best-of-n runs/qs/best-of-n
+    posttrain eval beam-search --policy P --prm PRM --data DIR:test --out OUT --beams 4 --proposals 4 --limit 20
+
+A thin verb over ``posttrainlab.eval.beam_search.run`` (docs/prm-eval.md "Beam search"); its flags are
+``eval best-of-n``'s where they mean the same. torch is imported inside the verb. ``register(eval_app)``
+adds it to ``posttrain eval``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def beam_table(b: dict):
+    """Accuracy of the PRM's choice (overall, per category) and of the votes over the finished beams."""
+    from rich.table import Table
+
+    s = b["settings"]
+    table = Table(
+        title=f"beam search ({s['beams']} beams x {s['proposals']} proposals, {s['aggregation']}): "
+        f"{b['policy']} + PRM {b['prm']} on {b['problems']} {b['split']} problems"
+    )
+    for column in ("answer", "n", "correct", "accuracy", "95% CI"):
+        table.add_column(column, justify="left" if column == "answer" else "right")
+
+    def add(name: str, acc: dict) -> None:
+        lo, hi = acc["ci95"]
+        table.add_row(name, str(acc["n"]), str(acc["correct"]), _pct(acc["value"]), f"{_pct(lo)} - {_pct(hi)}")
+
+    add("best-scored beam", b["accuracy"])
+    for category, acc in b["per_category"].items():
+        add(f"  {category}", acc)
+    add("majority of finished beams", b["selectors"]["majority"])
+    add("PRM-weighted vote", b["selectors"]["prm_vote"])
+    return table
+
+
+def beam_search(
+    policy: str = typer.Option(..., "--policy", help="Policy to sample: a Hugging Face model folder or Hub id."),
+    prm_model: str = typer.Option(..., "--prm", help="PRM folder (posttrain train prm) or Hub id."),
+    data: str = typer.Option(..., "--data", help="arith-v1 folder (DIR or DIR:SPLIT; default split test) or file."),
+    out: Path = typer.Option(..., "--out", help="Output folder: beam.json, outcomes.jsonl."),
+    beams: int = typer.Option(4, "--beams", help="Beams kept per problem (finished ones count)."),
+    proposals: int = typer.Option(4, "--proposals", help="One-step continuations each active beam proposes."),
+    max_steps: int = typer.Option(8, "--max-steps", help="Rounds (steps) at most; a beam is finished after the last."),
+    temperature: float = typer.Option(0.8, "--temperature", help="Sampling temperature (> 0)."),
+    top_p: float = typer.Option(1.0, "--top-p", help="Nucleus sampling threshold."),
+    max_new_tokens: int = typer.Option(
+        48, "--max-new-tokens", help="A beam that has generated this many tokens is finished (best-of-n's limit)."
+    ),
+    max_step_tokens: int = typer.Option(48, "--max-step-tokens", help="Longest step, in tokens."),
+    aggregation: str = typer.Option("last", "--aggregation", help="A beam's score from its step scores: last or min."),
+    distinct: bool = typer.Option(
+        True, "--distinct/--keep-duplicates", help="Drop a candidate that repeats another of its round."
+    ),
+    best_of_n: Path | None = typer.Option(
+        None, "--best-of-n", help="A best-of-n output folder: count its tokens per problem for the comparison."
+    ),
+    seed: int = typer.Option(0, "--seed", help="Sampling seed."),
+    limit: int | None = typer.Option(None, "--limit", help="Use the first N problems (default: all)."),
+    batch_size: int = typer.Option(32, "--batch-size", help="Beams per prefill."),
+    prm_batch_size: int = typer.Option(16, "--prm-batch-size", help="Solutions per PRM forward pass."),
+    dtype: str = typer.Option("float32", "--dtype", help="float32, bfloat16, float16 or auto."),
+    device: str | None = typer.Option(None, "--device", help="PRM device (default: CUDA when available)."),
+    threads: int | None = typer.Option(None, "--threads", help="torch CPU threads (default: the thread policy)."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+) -> None:
+    """Step-level beam search guided by the PRM; accuracy, votes, and tokens per problem beside best-of-n's."""
+    from rich.console import Console
+
+    from posttrainlab.threads import configure_threads
+
+    configure_threads(threads)
+    from posttrainlab.eval.beam_search import run
+
+    b = run(
+        policy, prm_model, data, out, beams=beams, proposals=proposals, max_steps=max_steps,
+        temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, max_step_tokens=max_step_tokens,
+        aggregation=aggregation, distinct=distinct, best_of_n=best_of_n, seed=seed, limit=limit,
+        batch_size=batch_size, prm_batch_size=prm_batch_size, dtype=dtype, device=device, progress=progress,
+    )  # fmt: skip
+    console = Console()
+    console.print(beam_table(b))
+    tokens = f"{b['tokens_per_problem']:.1f} generated tokens per problem"
+    if "best_of_n_tokens_per_problem" in b:
+        tokens += f" (best-of-{b['best_of_n']['n']}: {b['best_of_n_tokens_per_problem']:.1f})"
+    sec = b["seconds"]
+    console.print(
+        f"{tokens}; {b['rounds_per_problem']:.1f} rounds per problem; search {sec['search']:.1f} s "
+        f"(sampling {sec['sampling']:.1f} s, PRM {sec['scoring']:.1f} s)",
+        highlight=False,
+    )
+    console.print(f"wrote {out / 'beam.json'} and {out / 'outcomes.jsonl'}", highlight=False)
+
+
+def register(eval_app: typer.Typer) -> None:
+    """Add ``beam-search`` to the ``posttrain eval`` group."""
+    eval_app.command("beam-search")(beam_search)

@@ -1,0 +1,80 @@
+"""``posttrain eval compare A B``: is B's accuracy really different from A's on the same problems?
+
+    posttrain eval compare runs/q/eval/sft runs/q/eval/grpo                 # table + verdict
+    posttrain eval compare runs/q/eval/sft runs/q/eval/grpo --out cmp      # also cmp/compare.json
+    posttrain eval compare a/samples.jsonl b/outcomes.jsonl --json          # the JSON on stdout
+
+A and B are ``eval policy`` folders (their ``samples.jsonl``) or JSON Lines files of ``id, category,
+correct`` rows covering the same problems. The paired difference B − A with Newcombe's 95% interval
+and McNemar's exact p, overall and per category, come from ``posttrainlab.eval.compare``
+(docs/metrics.md "Paired comparison"). Nothing here imports torch. ``register(eval_app)`` adds the verb.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+
+
+def compare_table(result: dict[str, Any]):
+    """A rich table: per group n, accuracy of A and B, B − A with its 95% interval, b, c and McNemar's p.
+
+    >>> s = {"n": 8, "acc_a": 0.5, "acc_b": 0.875, "diff": 0.375, "ci": [0.01, 0.6], "b": 1, "c": 4, "mcnemar_p": 0.375}
+    >>> compare_table({"a": "A", "b": "B", "overall": s, "categories": {}}).row_count
+    1
+    """
+    from rich.table import Table
+
+    from posttrainlab.eval.compare import p_value, points
+
+    table = Table(title=f"B − A: A = {result['a']}, B = {result['b']}")
+    for column in ("group", "n", "A", "B", "B − A [95% CI]", "b", "c", "p"):
+        table.add_column(column, justify="left" if column == "group" else "right", no_wrap=True)
+    for name, s in {"overall": result["overall"], **result["categories"]}.items():
+        accuracies = [f"{100 * s[k]:.1f}%" for k in ("acc_a", "acc_b")]
+        cells = [points(s["diff"], s["ci"]), str(s["b"]), str(s["c"]), p_value(s["mcnemar_p"])]
+        table.add_row(name, str(s["n"]), *accuracies, *cells)
+    table.caption = (
+        "accuracy in %, B − A in points with Newcombe's paired interval; b: A right, B wrong; c: A wrong, B right; "
+        "p: exact McNemar"
+    )
+    return table
+
+
+def compare(
+    a: Path = typer.Argument(..., help="A: an eval policy folder or a JSONL file of id, category, correct rows."),
+    b: Path = typer.Argument(..., help="B: the same, for the same problems."),
+    out: Path | None = typer.Option(None, "--out", help="Folder to write compare.json into."),
+    as_json: bool = typer.Option(False, "--json", help="Print compare.json to stdout instead of the table."),
+) -> None:
+    """Paired comparison of two evaluations: B − A with a 95% interval and McNemar's exact p, per category."""
+    from posttrainlab.errors import BadInput
+    from posttrainlab.eval.compare import comparison, describe, verdict
+    from posttrainlab.provenance import provenance
+
+    if out is not None and out.exists() and not out.is_dir():
+        raise BadInput(f"{out}: exists and is not a folder")
+    result = {**comparison(a, b), "provenance": provenance()}
+    text = json.dumps(result, indent=2, ensure_ascii=False) + "\n"
+    if out is not None:
+        from posttrainlab.data.atomic import write_text
+
+        write_text(out / "compare.json", text)
+    if as_json:
+        typer.echo(text, nl=False)
+        return
+    from rich.console import Console
+
+    console = Console()
+    console.print(compare_table(result))
+    console.print(describe("B − A overall", result["overall"]) + ". " + verdict(result), highlight=False)
+    if out is not None:
+        console.print(f"wrote {out / 'compare.json'}", highlight=False)
+
+
+def register(eval_app: typer.Typer) -> None:
+    """Add ``compare`` to the ``eval`` group."""
+    eval_app.command("compare")(compare)

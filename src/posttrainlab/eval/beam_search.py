@@ -1,0 +1,250 @@
+"""``posttrain eval beam-search``: PRM-guided step-level beam search on arith-v1, beside best-of-N.
+
+``run(policy, prm, data, out)`` searches every problem (default: all 500 ``test`` problems) with
+``eval.beam``'s beam search (search-and-learn's ``beam_search``: ``beams`` beams, ``proposals`` one-step
+continuations each per round, the PRM's aggregated step score choosing the survivors), grades each
+problem's answer (its best-scored finished beam) with the arith grader, and counts the tokens the search
+generated, so that it can be set beside best-of-N **at an equal generated-token budget**: the defaults
+(4 beams x 4 proposals, 48 tokens per solution, best-of-N's ``max_new_tokens``) sample about as many tokens
+as best-of-N with N = 16. Given a best-of-N run (``best_of_n=DIR``), its tokens per problem are counted
+from its ``samples.jsonl`` with the policy's tokenizer (:func:`best_of_n_tokens`) and written beside.
+
+Outputs in ``out`` (a folder holding other files is refused, docs/design.md "Reliability conventions"),
+each written atomically (``data.atomic``):
+
+- ``outcomes.jsonl``: per problem ``id, category, correct, answer, parsed, outcome, response, score,
+  tokens`` (the answer's grade and PRM score; ``tokens``: generated for the problem, pruned proposals
+  included), ``rounds``, ``majority`` and ``prm_vote`` (best-of-N's votes over the finished beams: the
+  grade of the beam each chose) and ``beams`` (every finished beam: response, step scores, score, why it
+  finished, its tokens, its grade);
+- ``beam.json`` last: the settings, accuracy overall and per category with 95% Wilson intervals
+  (``eval.policy.policy_metrics``, ``eval.intervals``), the votes' accuracy, ``tokens_per_problem`` (mean)
+  and ``best_of_n_tokens_per_problem`` when a best-of-N folder is given, finish reasons, timings.
+
+Seeded and deterministic: beam k of round r of a problem samples with ``derive_seed(seed, id, r, k)``
+(``eval.beam``), and every choice breaks ties by index.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from posttrainlab.errors import BadInput
+from posttrainlab.eval.beam import BackendProposer, BeamSettings, Search, StepProposer, pick, search
+
+OUTPUTS = ("outcomes.jsonl", "beam.json")
+
+
+def best_of_n_tokens(folder: str | os.PathLike, count_tokens: Callable[[str], int], ids: Sequence[str]) -> dict:
+    """Mean generated tokens per problem of a best-of-N run, over its problems whose id is in ``ids``.
+
+    A sample's tokens are its text's tokens plus the eos that ended it, unless it ran to the run's
+    ``max_new_tokens`` (its ``sampling.json``): ``min(tokens(text) + 1, max_new_tokens)``; a problem's
+    tokens are the sum over its samples, as beam search counts every proposal it sampled.
+    """
+    from posttrainlab.data.jsonl import iter_jsonl
+
+    folder = Path(folder)
+    samples, meta = folder / "samples.jsonl", folder / "sampling.json"
+    if not (samples.is_file() and meta.is_file()):
+        raise BadInput(f"{folder}: no best-of-n run here (samples.jsonl and sampling.json; posttrain eval best-of-n)")
+    try:
+        limit = int(json.loads(meta.read_text(encoding="utf-8"))["max_new_tokens"])
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+        raise BadInput(f"{meta}: not a best-of-n sampling.json (no max_new_tokens)") from None
+    wanted, per_problem, n = set(ids), [], None
+    for row in iter_jsonl(samples):
+        if row.get("id") in wanted:
+            texts = [s["response"] for s in row.get("samples", [])]
+            per_problem.append(sum(min(count_tokens(t) + 1, limit) for t in texts))
+            n = len(texts)
+    if not per_problem:
+        raise BadInput(f"{samples}: none of the {len(wanted)} problems searched is in this best-of-n run")
+    mean = sum(per_problem) / len(per_problem)
+    return {"folder": str(folder), "problems": len(per_problem), "n": n, "max_new_tokens": limit, "mean": mean}
+
+
+def _grade(grader, beam, answer) -> dict[str, Any]:
+    g = grader.grade(beam.response, answer)
+    return {"response": beam.response, "correct": g.correct, "outcome": g.outcome, "parsed": g.parsed}
+
+
+def outcome_row(s: Search, record: dict, grader) -> dict[str, Any]:
+    """The outcomes.jsonl row of a searched problem: its answer's grade, score and tokens, votes, beams."""
+    from posttrainlab.eval.best_of_n import _answer, vote
+
+    graded = [_grade(grader, b, record["answer"]) for b in s.finished]
+    best = pick(s)
+    answers = [_answer(g) for g in graded]
+    votes = {"majority": vote(answers), "prm_vote": vote(answers, [b.score for b in s.finished])}
+    row = {"id": s.id, "category": record["category"], "answer": record["answer"], **graded[best]}
+    row.update(score=s.finished[best].score, tokens=s.tokens, rounds=s.rounds, candidates=s.candidates)
+    for name, chosen in votes.items():
+        chosen = best if chosen is None else chosen  # no answer in the required form: the PRM's choice
+        row[name] = {"beam": chosen, "correct": graded[chosen]["correct"], "parsed": graded[chosen]["parsed"]}
+    row["beams"] = [
+        {**g, "scores": list(b.scores), "score": b.score, "finished": b.finished, "tokens": b.tokens}
+        for b, g in zip(s.finished, graded, strict=True)
+    ]
+    return row
+
+
+def beam_metrics(rows: Sequence[dict]) -> dict[str, Any]:
+    """Accuracy of the PRM's choice (overall, per category, outcomes: ``policy_metrics``), of the votes, and
+    the search's tokens, rounds and finish reasons."""
+    from posttrainlab.eval.intervals import proportion
+    from posttrainlab.eval.policy import policy_metrics
+
+    n = len(rows)
+    out = policy_metrics(list(rows))
+    out["selectors"] = {"prm": out["accuracy"]}
+    for name in ("majority", "prm_vote"):
+        out["selectors"][name] = proportion(sum(bool(r[name]["correct"]) for r in rows), n)
+    reasons: dict[str, int] = {}
+    for r in rows:
+        for b in r["beams"]:
+            reasons[b["finished"]] = reasons.get(b["finished"], 0) + 1
+    out["tokens_per_problem"] = sum(r["tokens"] for r in rows) / n
+    out["rounds_per_problem"] = sum(r["rounds"] for r in rows) / n
+    out["candidates_scored"] = sum(r["candidates"] for r in rows)
+    out["finish_reasons"] = reasons
+    return out
+
+
+def run(
+    policy: str | os.PathLike,
+    prm: str | os.PathLike,
+    data: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    *,
+    beams: int = 4,
+    proposals: int = 4,
+    max_steps: int = 8,
+    temperature: float = 0.8,
+    top_p: float = 1.0,
+    max_new_tokens: int = 48,
+    max_step_tokens: int = 48,
+    aggregation: str = "last",
+    distinct: bool = True,
+    seed: int = 0,
+    limit: int | None = None,
+    split: str | None = None,
+    batch_size: int = 32,
+    prm_batch_size: int = 16,
+    best_of_n: str | os.PathLike | None = None,
+    dtype: str = "float32",
+    device: str | None = None,
+    progress: bool = True,
+    backend=None,
+    proposer: StepProposer | None = None,
+    scorer=None,
+) -> dict[str, Any]:
+    """Search, grade and write the outputs into ``out_dir``; return ``beam.json``'s dict.
+
+    ``split`` defaults to the one ``data`` names (``DIR:SPLIT``), else ``test``. ``backend`` (a
+    ``TransformersBackend``) or ``proposer`` (a ``StepProposer``, with ``count_tokens`` for ``best_of_n``)
+    replaces the policy loaded from ``policy``; ``scorer`` (with ``score_batch``) the PRM loaded from ``prm``.
+    """
+    from posttrainlab.data.arith.prm_data import question_of
+    from posttrainlab.data.atomic import check_output_folder, write_text
+    from posttrainlab.data.jsonl import write_jsonl
+    from posttrainlab.eval.best_of_n import _records
+    from posttrainlab.eval.policy import as_messages
+    from posttrainlab.eval.prm_eval import is_missing_local, load_scorer, score_items
+    from posttrainlab.generation.sampling import check_sampling
+    from posttrainlab.grading.arith import ArithGrader
+    from posttrainlab.progress import progress_bar
+    from posttrainlab.provenance import provenance
+
+    settings = BeamSettings(beams, proposals, max_steps, max_new_tokens, max_step_tokens, aggregation, distinct)
+    settings.check()
+    if temperature <= 0:
+        raise BadInput(f"temperature={temperature}: beam search needs temperature > 0 (greedy proposes one step)")
+    check_sampling(proposals, temperature, top_p, max_step_tokens)
+    if limit is not None and limit < 1:
+        raise BadInput(f"limit={limit}: must be at least 1")
+    if prm_batch_size < 1:
+        raise BadInput(f"prm_batch_size={prm_batch_size}: must be at least 1")
+    out = check_output_folder(out_dir, OUTPUTS.__contains__, what="beam search output")
+    for what, path, given in (("policy", policy, backend or proposer), ("PRM", prm, scorer)):
+        if given is None and is_missing_local(path):
+            raise BadInput(f"{path}: no such model folder ({what})")
+    if best_of_n is not None and not Path(best_of_n).is_dir():
+        raise BadInput(f"{best_of_n}: no such folder (--best-of-n: a posttrain eval best-of-n output)")
+    path, records = _records(str(data), split, limit)
+
+    if proposer is None:
+        if backend is None:
+            from posttrainlab.generation.transformers_backend import TransformersBackend
+
+            backend = TransformersBackend.from_pretrained(policy, batch_size=batch_size, progress=False, dtype=dtype)
+        proposer = BackendProposer(backend, temperature=temperature, top_p=top_p)
+    if scorer is None:
+        scorer = load_scorer(prm, dtype=dtype, device=device)
+    clock = {"sampling": 0.0, "scoring": 0.0}
+
+    class _Timed:
+        def propose(self, requests, n, max_new):
+            start = time.perf_counter()
+            try:
+                return proposer.propose(requests, n, max_new)
+            finally:
+                clock["sampling"] += time.perf_counter() - start
+
+    def score(items):
+        start = time.perf_counter()
+        got = score_items(scorer, items, prm_batch_size, progress=False)
+        clock["scoring"] += time.perf_counter() - start
+        return got
+
+    searches = [Search(str(r["id"]), as_messages(r["prompt"]), question_of(r["prompt"])) for r in records]
+    bon = None
+    if best_of_n is not None:  # before the search: a wrong folder fails at once
+        count = getattr(proposer, "count_tokens", None)
+        if count is None:
+            raise BadInput("best_of_n: the step sampler cannot count tokens (it has no count_tokens)")
+        bon = best_of_n_tokens(best_of_n, count, [s.id for s in searches])
+    start = time.perf_counter()
+    with progress_bar(progress) as bar:
+        task = bar.add_task("beam search, round 1", total=len(searches))
+
+        def on_round(round_: int, left: int) -> None:
+            bar.update(task, completed=len(searches) - left, description=f"beam search, round {round_ + 2}")
+
+        search(searches, settings, _Timed(), score, seed=seed, on_round=on_round)
+    seconds = time.perf_counter() - start
+
+    grader = ArithGrader()
+    rows = [outcome_row(s, r, grader) for s, r in zip(searches, records, strict=True)]
+    result: dict[str, Any] = {
+        "policy": str(policy),
+        "prm": str(prm),
+        "data": str(data),
+        "split": path.stem,
+        "problems": len(rows),
+        "settings": {
+            **settings.__dict__,
+            **{"temperature": temperature, "top_p": top_p, "seed": seed, "limit": limit, "batch_size": batch_size},
+        },
+        "answer_rule": (
+            "the finished beam with the highest score (aggregation of its step scores), ties to the one finished "
+            "first; majority / prm_vote: best-of-n's votes over the finished beams, else the PRM's choice"
+        ),
+    }
+    result.update(beam_metrics(rows))
+    if bon is not None:
+        result["best_of_n_tokens_per_problem"] = bon.pop("mean")
+        result["best_of_n"] = bon
+    result["seconds"] = {"search": seconds, **clock}
+    result["provenance"] = provenance(seeds={"search": seed})
+    write_jsonl(out / "outcomes.jsonl", rows)
+    write_text(out / "beam.json", json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    return result
+
+
+__all__ = ["OUTPUTS", "beam_metrics", "best_of_n_tokens", "outcome_row", "run"]

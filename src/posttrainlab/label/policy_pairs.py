@@ -1,0 +1,239 @@
+"""On-policy DPO pairs (``preference.source: policy``): sample the policy, grade, pair correct with incorrect.
+
+arith-v1's ``preference_train`` rejects are synthetic near-misses the policy would rarely write (off-policy); DPO
+on them lost accuracy (issue #15). Here each prompt gets ``k`` answers sampled from the starting policy, graded
+with the arith grader (``grade.correct``; a malformed or missing answer is incorrect and makes a rejected answer
+too, its outcome kept), and pairs formed by ``pair_answers``:
+
+- the distinct correct answers and the distinct incorrect ones, each in sample order; the i-th correct is paired
+  with the i-th incorrect, at most ``pairs_per_prompt`` pairs;
+- no correct answer: with ``chosen_fallback: reference`` the record's own ``chosen`` (arith-v1's reference
+  solution) stands in for every chosen slot; with ``none`` the prompt gives no pair;
+- no incorrect answer: no pair (a synthetic reject would bring back the off-policy pair this replaces).
+
+``policy_pairs`` writes ``preference_pairs.jsonl`` (one pair a line: ``id, source_id, category, prompt, chosen,
+rejected, chosen_source, rejected_outcome``) and ``preference_pairs.json`` (``settings``, ``counts``, timing) into
+the run's output_dir, both atomically and the summary last (docs/design.md "Reliability conventions"), and reuses
+them instead of sampling again when the summary's ``settings`` equal this run's (a resumed run).
+
+Written by hand: the pairing rule is a few lines whose order and fallbacks must be exact and documented.
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import json
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from posttrainlab.errors import BadInput
+
+SOURCES = ("synthetic", "policy")
+FALLBACKS = ("reference", "none")
+PAIRS = "preference_pairs.jsonl"
+SUMMARY = "preference_pairs.json"
+
+
+def check_preference(cfg) -> None:
+    """``BadInput`` (one line) for a ``PreferenceConfig`` (``train.recipes``) out of range; before any model loads."""
+    from posttrainlab.generation.sampling import check_sampling
+
+    if cfg.source not in SOURCES:
+        raise BadInput(f"preference.source={cfg.source!r}: choose one of {', '.join(SOURCES)}")
+    if cfg.source != "policy":
+        return
+    if cfg.k < 2:
+        raise BadInput(f"preference.k={cfg.k}: need at least 2 samples per prompt (a correct and an incorrect one)")
+    if cfg.temperature <= 0:
+        raise BadInput(f"preference.temperature={cfg.temperature}: must be > 0 (greedy gives k equal answers)")
+    if cfg.pairs_per_prompt < 1:
+        raise BadInput(f"preference.pairs_per_prompt={cfg.pairs_per_prompt}: must be at least 1")
+    if cfg.chosen_fallback not in FALLBACKS:
+        raise BadInput(f"preference.chosen_fallback={cfg.chosen_fallback!r}: choose one of {', '.join(FALLBACKS)}")
+    if cfg.batch_size < 1:
+        raise BadInput(f"preference.batch_size={cfg.batch_size}: must be at least 1")
+    try:
+        check_sampling(cfg.k, cfg.temperature, cfg.top_p, cfg.max_new_tokens)
+    except BadInput as e:
+        raise BadInput(f"preference.{e}") from None
+
+
+def pair_answers(
+    record: dict, answers: list[str], outcomes: list[str], pairs_per_prompt: int = 1, chosen_fallback: str = "reference"
+) -> list[dict[str, Any]]:
+    """The pairs of one prompt from its sampled ``answers`` and their grader ``outcomes`` (rules: module docstring).
+
+    >>> r = {"id": "p0", "category": "addition", "prompt": "What is 1 + 1?", "chosen": "1 + 1 = 2\\nAnswer: 2"}
+    >>> a = ["Answer: 3", "Answer: 2", "Answer: 2", "two", "Answer: 2 "]
+    >>> o = ["wrong_answer", "correct", "correct", "missing_answer", "correct"]
+    >>> [(p["chosen"], p["rejected"], p["rejected_outcome"]) for p in pair_answers(r, a, o, pairs_per_prompt=3)]
+    [('Answer: 2', 'Answer: 3', 'wrong_answer'), ('Answer: 2 ', 'two', 'missing_answer')]
+    >>> [p["chosen_source"] for p in pair_answers(r, ["Answer: 3", "x"], ["wrong_answer", "malformed"], 2)]
+    ['reference', 'reference']
+    >>> pair_answers(r, ["Answer: 3"], ["wrong_answer"], chosen_fallback="none")
+    []
+    """
+    correct = list(dict.fromkeys(a for a, o in zip(answers, outcomes, strict=True) if o == "correct"))
+    incorrect: dict[str, str] = {}
+    for a, o in zip(answers, outcomes, strict=True):
+        if o != "correct":
+            incorrect.setdefault(a, o)
+    source = "policy"
+    if not correct and chosen_fallback == "reference":
+        correct, source = [record["chosen"]] * pairs_per_prompt, "reference"
+    pairs = []
+    n = min(pairs_per_prompt, len(correct), len(incorrect))
+    for i, (chosen, (rejected, outcome)) in enumerate(zip(correct[:n], list(incorrect.items())[:n], strict=True)):
+        pairs.append(
+            {
+                "id": f"{record['id']}-{i}",
+                "source_id": record["id"],
+                "category": record.get("category"),
+                "prompt": record["prompt"],
+                "chosen": chosen,
+                "rejected": rejected,
+                "chosen_source": source,
+                "rejected_outcome": outcome,
+            }
+        )
+    return pairs
+
+
+def sample_pairs(records: list[dict], cfg, backend) -> tuple[list[dict], dict[str, Any]]:
+    """Sample ``cfg.k`` answers per record with ``backend`` (a ``SamplingBackend``), grade and pair them.
+
+    Returns ``(pairs, counts)``; ``counts`` is ``preference_pairs.json``'s (prompts, pairs, prompts without a
+    correct / an incorrect answer, pairs whose chosen is the reference, outcomes of all samples and of the rejects).
+    """
+    from posttrainlab.eval.policy import as_messages
+    from posttrainlab.grading.arith import ArithGrader
+
+    sampling = {"temperature": cfg.temperature, "top_p": cfg.top_p, "max_new_tokens": cfg.max_new_tokens}
+    completions = backend.generate([as_messages(r["prompt"]) for r in records], n=cfg.k, seed=cfg.seed, **sampling)
+    if len(completions) != len(records) or any(len(c) != cfg.k for c in completions):
+        raise BadInput(f"the sampling backend returned {len(completions)} lists for {len(records)} prompts, not k each")
+    grader = ArithGrader()
+    pairs: list[dict] = []
+    sample_outcomes: Counter[str] = Counter()
+    without_correct = without_incorrect = with_pairs = 0
+    for record, answers in zip(records, completions, strict=True):
+        outcomes = [grader.grade(a, record["answer"]).outcome for a in answers]
+        sample_outcomes.update(outcomes)
+        without_correct += "correct" not in outcomes
+        without_incorrect += all(o == "correct" for o in outcomes)
+        mine = pair_answers(record, answers, outcomes, cfg.pairs_per_prompt, cfg.chosen_fallback)
+        with_pairs += bool(mine)
+        pairs += mine
+    counts = {
+        "prompts": len(records),
+        "samples": len(records) * cfg.k,
+        "pairs": len(pairs),
+        "prompts_with_pairs": with_pairs,
+        "prompts_without_correct": without_correct,
+        "prompts_without_incorrect": without_incorrect,
+        "reference_chosen": sum(p["chosen_source"] == "reference" for p in pairs),
+        "sample_outcomes": dict(sorted(sample_outcomes.items())),
+        "rejected_outcomes": dict(sorted(Counter(p["rejected_outcome"] for p in pairs).items())),
+    }
+    return pairs, counts
+
+
+def settings_of(cfg, policy: str, dataset, records: list[dict]) -> dict[str, Any]:
+    """What the pairs depend on: the reuse key of ``preference_pairs.json`` (records by a hash of their content)."""
+    from dataclasses import asdict
+
+    digest = hashlib.sha256()
+    for r in records:
+        digest.update(json.dumps([r["id"], r["prompt"], r["answer"], r.get("chosen")], sort_keys=True).encode())
+    return {
+        **asdict(cfg),
+        "policy": policy,
+        "data": dataset.path,
+        "split": dataset.split,
+        "limit": dataset.limit,
+        "records_sha256": digest.hexdigest(),
+    }
+
+
+def _reusable(out: Path, settings: dict[str, Any]) -> list[dict] | None:
+    """The pairs in ``out`` when their summary's ``settings`` equal ``settings`` and the pairs file is whole."""
+    from posttrainlab.data.jsonl import read_jsonl
+
+    try:
+        summary = json.loads((out / SUMMARY).read_text(encoding="utf-8"))
+        if summary.get("settings") != settings:
+            return None
+        pairs = read_jsonl(out / PAIRS)
+    except (OSError, json.JSONDecodeError, BadInput):
+        return None
+    return pairs if len(pairs) == summary.get("counts", {}).get("pairs") else None
+
+
+def policy_pairs(
+    records: list[dict], cfg, policy: str, out: str | Path, dataset, *, backend=None, reuse: bool = True,
+    trust_remote_code: bool = False,
+) -> list[dict]:  # fmt: skip
+    """The on-policy pairs of ``records`` for a DPO run into ``out``: reused (``reuse`` and same settings) or sampled.
+
+    ``policy`` is the model to sample (the recipe's resolved ``model``); ``dataset`` the recipe's ``DatasetConfig``
+    (recorded, and part of the reuse key). ``backend`` replaces the model loaded from ``policy``; one loaded here is
+    freed before this returns, so the trainer loads into the memory it held. No pair at all is ``BadInput`` and
+    writes nothing.
+    """
+    from posttrainlab.data.atomic import write_text
+    from posttrainlab.data.jsonl import write_jsonl
+
+    check_preference(cfg)
+    for i, r in enumerate(records):
+        needed = ("id", "prompt", "answer") + (("chosen",) if cfg.chosen_fallback == "reference" else ())
+        missing = [key for key in needed if key not in r]
+        if missing:
+            raise BadInput(f"{dataset.path}:{dataset.split} record {i}: no {', '.join(missing)} field")
+    out = Path(out)
+    settings = settings_of(cfg, policy, dataset, records)
+    if reuse and (pairs := _reusable(out, settings)) is not None:
+        print(f"dpo: reusing {len(pairs)} on-policy pairs from {out / PAIRS}", flush=True)
+        return pairs
+    owned = backend is None
+    if owned:
+        from posttrainlab.generation.transformers_backend import TransformersBackend
+
+        backend = TransformersBackend.from_pretrained(
+            policy, batch_size=cfg.batch_size, trust_remote_code=trust_remote_code
+        )
+    start = time.perf_counter()
+    pairs, counts = sample_pairs(records, cfg, backend)
+    seconds = time.perf_counter() - start
+    name = getattr(backend, "name", type(backend).__name__)
+    if owned:
+        del backend
+        _free_memory()
+    if not pairs:
+        raise BadInput(
+            f"preference.source=policy: no pair from {counts['prompts']} prompts (k={cfg.k}; "
+            f"{counts['prompts_without_correct']} without a correct answer, {counts['prompts_without_incorrect']} "
+            f"without an incorrect one); try chosen_fallback=reference, a larger k or a higher temperature"
+        )
+    (out / SUMMARY).unlink(missing_ok=True)  # no summary may vouch for a pairs file it did not describe
+    write_jsonl(out / PAIRS, pairs)
+    summary = {"settings": settings, "counts": counts, "backend": name, "seconds": round(seconds, 3)}
+    write_text(out / SUMMARY, json.dumps(summary, indent=2) + "\n")
+    print(f"dpo: {len(pairs)} on-policy pairs from {len(records)} prompts sampled in {seconds:.1f} s", flush=True)
+    return pairs
+
+
+def _free_memory() -> None:
+    """Release the sampling model's memory (CPU, and the CUDA cache when there is one) before the trainer loads."""
+    gc.collect()
+    try:
+        import torch
+    except ImportError:
+        return
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+__all__ = ["check_preference", "pair_answers", "policy_pairs", "sample_pairs"]

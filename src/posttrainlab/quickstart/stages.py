@@ -1,0 +1,154 @@
+"""The quickstart's stage plan (``STAGES``) and its log (``StageLog``).
+
+``StageLog`` writes the console lines, ``OUT/quickstart.log`` and ``OUT/run.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict
+from datetime import datetime, timezone
+from pathlib import Path
+
+from posttrainlab.progress import clock
+from posttrainlab.quickstart.config import QuickstartConfig, method_recipe, seed_name
+
+
+def _when(name: str, runs=lambda cfg: True):
+    """A ``STAGES`` row: ``name`` where ``runs(cfg)``, else nothing."""
+    return lambda cfg: [name] if runs(cfg) else []
+
+
+def _method_stages(cfg: QuickstartConfig) -> list[str]:
+    """SFT then each method, each trained and evaluated once per seed (``run.run_quickstart``'s order)."""
+    names = []
+    for method in ("sft", *cfg.methods):
+        for k in range(cfg.seeds):
+            names += [seed_name(method, k), f"eval-{seed_name(method, k)}"]
+    return names
+
+
+def _imports(cfg: QuickstartConfig) -> bool:
+    from posttrainlab.models.gguf_import import is_import_source  # a base_model folder is used as it is: no stage
+
+    return cfg.base_model is not None and is_import_source(cfg.base_model)
+
+
+#: the stages ``run_quickstart`` runs, in its order: each row gives the names it adds for a config (none, one, or
+#: several, say one per seed). A stage added to ``run_quickstart`` gets its row here; ``StageLog`` numbers the stages
+#: from this list ("stage 3/11") and warns when a stage runs that it does not hold.
+STAGES = (
+    _when("prepare"),
+    _when("pretrain", lambda c: c.base_model is None),
+    _when("import", _imports),
+    _when("eval-base", lambda c: c.eval.eval_base),
+    lambda c: _method_stages(c),
+    *(_when(n, lambda c: c.process.enabled) for n in ("arith-prm", "prm", "eval-prm", "best-of-n")),
+    _when("beam-search", lambda c: c.process.enabled and c.process.beam.enabled),
+    _when("report"),
+)
+#: one line per stage start and end in the run folder, appended on every run (``StageLog``)
+STAGE_LOG = "quickstart.log"
+
+
+def planned_stages(cfg: QuickstartConfig) -> list[str]:
+    """The names of the stages ``run_quickstart`` runs for ``cfg``, in order (``STAGES``)."""
+    return [name for row in STAGES for name in row(cfg)]
+
+
+class StageLog:
+    """Runs, numbers and records each stage (README "The main job").
+
+    The console gets a ``stage 3/11: sft`` header and a ``stage 3/11: sft done in 2:29`` end line with the total
+    so far, and how long the rest took when an earlier run timed every one of them (the latest "done" of each in
+    ``OUT/quickstart.log``); a stage already done says ``cached``. ``OUT/quickstart.log`` gets a tab-separated
+    line at each stage's start and end (UTC time, ``stage i/M``, name, start/done/cached/failed/interrupted,
+    seconds), whatever the console is; ``OUT/run.json`` keeps each finished stage's time and status (the report
+    reads it). M is ``planned_stages(cfg)``'s count; a stage outside the plan is counted in with a warning.
+    """
+
+    def __init__(self, out: Path, cfg: QuickstartConfig):
+        self.out, self.cfg = out, cfg
+        self.path, self.log = out / "run.json", out / STAGE_LOG
+        self.state = {"preset": cfg.preset, "stages": [], "started": _now(), "config": asdict(cfg)}
+        self.plan, self.position, self.t0 = planned_stages(cfg), 0, time.time()
+        self.earlier = _earlier_times(self.log)
+        self._append(f"# {_now()} quickstart preset={cfg.preset}: {len(self.plan)} stages: {' '.join(self.plan)}")
+
+    def stage(self, name: str, done: bool, fn, console) -> None:
+        i, m = self._number(name, console)
+        tag, t0 = f"stage {i}/{m}: {name}", time.time()
+        if done:
+            status = "cached"
+            console.print(f"[dim]{tag} cached (already done, reusing it)[/dim]")
+        else:
+            console.rule(f"[bold]{tag}")
+            self._record(i, m, name, "start", None)
+            try:
+                fn()
+            except BaseException as e:
+                failed = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
+                self._record(i, m, name, failed, time.time() - t0)
+                raise
+            status = "done"
+        seconds = time.time() - t0
+        self._record(i, m, name, status, seconds)
+        if status == "done":
+            console.print(f"{tag} done in {clock(seconds)} ({self._elapsed()})")
+        self.state["stages"].append({"name": name, "seconds": round(seconds, 1), "status": status})
+        self.save()
+
+    def _number(self, name: str, console) -> tuple[int, int]:
+        """``(i, M)`` of the stage now starting; a planned stage skipped or an unplanned one is warned about."""
+        rest = self.plan[self.position :]
+        if name in rest:
+            skipped = rest[: rest.index(name)]
+            if skipped:
+                console.print(f"[yellow]warning: planned stage(s) {', '.join(skipped)} did not run[/yellow]")
+            del self.plan[self.position : self.position + len(skipped)]
+        else:
+            console.print(f"[yellow]warning: stage {name} is not in quickstart.STAGES; counting it in[/yellow]")
+            self.plan.insert(self.position, name)
+        self.position += 1
+        return self.position, len(self.plan)
+
+    def _elapsed(self) -> str:
+        total = f"total {clock(time.time() - self.t0)}"
+        rest = self.plan[self.position :]
+        if rest and all(name in self.earlier for name in rest):
+            total += f"; rest ~{clock(sum(self.earlier[n] for n in rest))} by the last run"
+        return total
+
+    def _record(self, i: int, m: int, name: str, status: str, seconds: float | None) -> None:
+        self._append(f"{_now()}\tstage {i}/{m}\t{name}\t{status}\t{'-' if seconds is None else f'{seconds:.1f}'}")
+
+    def _append(self, line: str) -> None:
+        self.out.mkdir(parents=True, exist_ok=True)
+        with open(self.log, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+
+    def record_provenance(self, cfg: QuickstartConfig) -> None:
+        """``run.json``'s ``provenance``: commit, versions, device, threads, command line, each method's seeds."""
+        from posttrainlab.provenance import provenance
+
+        methods = ("sft", *cfg.methods)
+        seeds = {m: [method_recipe(cfg, m, k).optim.seed for k in range(cfg.seeds)] for m in methods}
+        self.state["provenance"] = provenance(seeds=seeds)
+        self.save()
+
+    def save(self) -> None:
+        from posttrainlab.data.atomic import write_text
+
+        self.state["finished"] = _now()
+        write_text(self.path, json.dumps(self.state, indent=2) + "\n")
+
+
+def _earlier_times(log: Path) -> dict[str, float]:
+    """Each stage's seconds at its latest "done" line in ``quickstart.log`` (every run appends to it)."""
+    rows = [line.split("\t") for line in log.read_text(encoding="utf-8").splitlines()] if log.is_file() else []
+    return {r[2]: float(r[4]) for r in rows if len(r) == 5 and r[3] == "done" and r[4].replace(".", "", 1).isdigit()}
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")

@@ -1,0 +1,108 @@
+"""``cli.options``: one spelling per concept across the verbs, choices from the library's tuples, the checks that run
+before torch, and the refusal of an output folder that already holds results."""
+
+from __future__ import annotations
+
+import os
+import typing
+from datetime import datetime
+
+import pytest
+import typer
+
+from posttrainlab.cli import app
+from posttrainlab.cli.options import check_data, check_model, check_results, check_split, choice
+from posttrainlab.errors import BadInput
+
+# verbs whose --out is an output *file*, not a folder
+FILE_OUTPUTS = ("data convert ", "data join", "eval judge-summary")
+# verbs whose modules other work owns (quickstart, serve, compare, beam search): their own tests say what they take
+ELSEWHERE = ("quickstart", "serve", "eval compare", "eval beam-search")
+
+
+def _commands() -> dict[str, typer.core.TyperCommand]:
+    """Every leaf command of ``posttrain`` by its path (``eval policy``)."""
+    root = typer.main.get_command(app)
+    found = {}
+
+    def walk(group, path, ctx):
+        for name in group.list_commands(ctx):
+            command = group.get_command(ctx, name)
+            sub = type(ctx)(command, parent=ctx, info_name=name)
+            if hasattr(command, "list_commands"):
+                walk(command, [*path, name], sub)
+            else:
+                found[" ".join([*path, name])] = command
+
+    walk(root, [], type(root.context_class(root))(root, info_name="posttrain"))
+    return found
+
+
+def _options(command) -> list[list[str]]:
+    return [list(p.opts) for p in command.params if getattr(p, "param_type_name", "") == "option"]
+
+
+def test_each_concept_has_one_spelling_and_every_old_one_still_works():
+    """--out/--output-dir, --data/--data-file: wherever one is taken, so is the other (both names kept); torch
+    threads are --threads only; --num-threads is --concurrency's old name (annotate, eval judge), nothing else."""
+    commands = _commands()
+    assert {"generate", "annotate", "eval policy", "eval judge", "eval prm", "label mc"} <= set(commands)
+    for path, command in commands.items():
+        if path.startswith(ELSEWHERE):
+            continue
+        for opts in _options(command):
+            if "--out" in opts and not path.startswith(FILE_OUTPUTS):
+                assert "--output-dir" in opts, path
+            if "--output-dir" in opts:
+                assert "--out" in opts, path
+            if "--data" in opts or "--data-file" in opts:
+                assert opts[:2] == ["--data", "--data-file"], path
+            if "--num-threads" in opts:
+                assert opts == ["--concurrency", "--num-threads"] and path in {"annotate", "eval judge"}, path
+            if "--threads" in opts:
+                assert opts == ["--threads"], path
+
+
+def test_choice_is_the_library_tuple():
+    from posttrainlab.generation.factory import BACKENDS
+
+    assert typing.get_args(choice(BACKENDS)) == ("transformers", "vllm", "openai")
+
+
+def test_check_data_refuses_a_missing_local_path_only(tmp_path):
+    (tmp_path / "rows.jsonl").write_text('{"question": "q"}\n')
+    check_data(str(tmp_path / "rows.jsonl"))
+    check_data(f"{tmp_path}:test")  # DIR:SPLIT of a folder that exists: the split is the loader's business
+    check_data("hf://owner/name:test")  # the Hub: not checked here (it may need the network)
+    with pytest.raises(BadInput, match=r"^--data-file .*nope\.jsonl: no such file or folder$"):
+        check_data(str(tmp_path / "nope.jsonl"), "--data-file")
+
+
+def test_check_split_uses_the_loader(arith_dir):
+    check_split(str(arith_dir), None, default="test")
+    with pytest.raises(BadInput, match="unknown split 'tset'"):
+        check_split(f"{arith_dir}:tset", None, default="test")
+
+
+def test_check_model_refuses_a_missing_or_empty_local_folder(tmp_path):
+    with pytest.raises(BadInput, match=r"^--policy .*nowhere: no such model folder$"):
+        check_model(str(tmp_path / "nowhere"), "--policy")
+    with pytest.raises(BadInput, match="no config.json in it"):
+        check_model(str(tmp_path))
+    check_model("Qwen/Qwen2.5-0.5B")  # a Hub id: left to the loader
+
+
+def test_check_results_names_the_file_and_its_date(tmp_path):
+    check_results(tmp_path, "metrics.json", overwrite=False)  # nothing there yet
+    metrics = tmp_path / "metrics.json"
+    metrics.write_text("{}")
+    stamp = datetime(2024, 5, 6, 7, 8).timestamp()
+    os.utime(metrics, (stamp, stamp))
+    with pytest.raises(BadInput) as e:
+        check_results(tmp_path, "metrics.json", overwrite=False)
+    assert str(e.value) == (
+        f"{tmp_path} already holds eval results (metrics.json from 2024-05-06 07:08); pass --overwrite to replace "
+        "them, or choose another --out"
+    )
+    check_results(tmp_path, "metrics.json", overwrite=True)
+    check_results(tmp_path, "bon.json", overwrite=False)  # another verb's results file: not this one's

@@ -1,0 +1,151 @@
+"""The quickstart's stage counter: ``planned_stages`` per config, and ``StageLog`` run over fake stage functions on a
+fake clock: its console lines, ``OUT/quickstart.log`` and ``OUT/run.json``."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from rich.console import Console
+
+from posttrainlab.quickstart import QuickstartConfig, StageLog, planned_stages, quickstart_config, stages
+
+ALL = ["prepare", "pretrain", "sft", "eval-sft", "dpo", "eval-dpo", "dpo-policy", "eval-dpo-policy", "grpo",
+       "eval-grpo", "arith-prm", "prm", "eval-prm", "best-of-n", "beam-search", "report"]  # fmt: skip
+
+
+def test_the_plan_of_each_shipped_preset_and_of_switches():
+    assert planned_stages(QuickstartConfig()) == ALL
+    assert planned_stages(quickstart_config("smoke")) == ALL  # tests/test_quickstart.py's run.json names
+    smollm2 = quickstart_config("smollm2")
+    assert planned_stages(smollm2)[:2] == ["prepare", "import"] and "pretrain" not in planned_stages(smollm2)
+    cfg = QuickstartConfig(methods=["grpo"], base_model="runs/my-model")  # a folder: no import stage
+    cfg.eval.eval_base, cfg.process.enabled = True, False
+    assert planned_stages(cfg) == ["prepare", "eval-base", "sft", "eval-sft", "grpo", "eval-grpo", "report"]
+    cfg.seeds = 2  # each seed of each method, SFT's too, right after its first seed
+    assert planned_stages(cfg) == ["prepare", "eval-base", "sft", "eval-sft", "sft-s1", "eval-sft-s1", "grpo",
+                                   "eval-grpo", "grpo-s1", "eval-grpo-s1", "report"]  # fmt: skip
+
+
+def test_each_seed_trains_a_copy_of_the_recipe_with_the_next_seed():
+    from posttrainlab.errors import BadInput
+    from posttrainlab.quickstart import check_config, method_recipe, place
+
+    cfg = QuickstartConfig(seeds=2)
+    place(cfg, Path("OUT"), "BASE")
+    first, second = method_recipe(cfg, "dpo-policy", 0), method_recipe(cfg, "dpo-policy", 1)
+    assert (first.output_dir, second.output_dir) == ("OUT/dpo-policy", "OUT/dpo-policy-s1")
+    assert (first.preference.source, second.optim.seed - first.optim.seed) == ("policy", 1)
+    assert second.preference.seed == first.preference.seed + 1 and second.model == "OUT/sft"
+    assert cfg.dpo.preference.source == "synthetic" and method_recipe(cfg, "sft", 1).output_dir == "OUT/sft-s1"
+    for bad in (QuickstartConfig(methods=["ppo"]), QuickstartConfig(seeds=0)):
+        with pytest.raises(BadInput):
+            check_config(bad)
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """StageLog's clock: starts at 1000 s and moves only when a fake stage says how long it took."""
+    now = [1000.0]
+    monkeypatch.setattr(stages, "time", SimpleNamespace(time=lambda: now[0]))
+    return now
+
+
+def small_cfg() -> QuickstartConfig:
+    cfg = QuickstartConfig(methods=["dpo"])
+    cfg.process.enabled = False
+    return cfg  # prepare, pretrain, sft, eval-sft, dpo, eval-dpo, report: 7 stages
+
+
+def console() -> Console:
+    return Console(file=io.StringIO(), width=100, color_system=None)
+
+
+def lines(con: Console) -> list[str]:
+    """What the console printed, a rule's line drawing (``──── stage 2/7: pretrain ────``) as ``== ... ==``."""
+    return [line.strip("─ ").join(("== ", " ==")) if line.startswith("─") else line.rstrip()
+            for line in con.file.getvalue().splitlines()]  # fmt: skip
+
+
+def takes(clock, seconds: float):
+    def fn() -> None:
+        clock[0] += seconds
+
+    return fn
+
+
+def log_rows(out) -> list[list[str]]:
+    text = (out / "quickstart.log").read_text(encoding="utf-8")
+    return [line.split("\t")[1:] for line in text.splitlines() if not line.startswith("#")]  # less the time
+
+
+def test_stage_headers_end_lines_and_the_log(tmp_path, clock):
+    con = console()
+    run = StageLog(tmp_path, small_cfg())
+    run.stage("prepare", True, takes(clock, 99), con)  # done before: not run
+    run.stage("pretrain", False, takes(clock, 150), con)
+    run.stage("sft", False, takes(clock, 3), con)
+    assert lines(con) == [
+        "stage 1/7: prepare cached (already done, reusing it)",
+        "== stage 2/7: pretrain ==",
+        "stage 2/7: pretrain done in 2:30 (total 2:30)",
+        "== stage 3/7: sft ==",
+        "stage 3/7: sft done in 3.0 s (total 2:33)",
+    ]
+    assert log_rows(tmp_path) == [
+        ["stage 1/7", "prepare", "cached", "0.0"],
+        ["stage 2/7", "pretrain", "start", "-"],
+        ["stage 2/7", "pretrain", "done", "150.0"],
+        ["stage 3/7", "sft", "start", "-"],
+        ["stage 3/7", "sft", "done", "3.0"],
+    ]
+    header = (tmp_path / "quickstart.log").read_text().splitlines()[0]
+    assert header.startswith("# ") and header.endswith(
+        "quickstart preset=default: 7 stages: prepare pretrain sft eval-sft dpo eval-dpo report"
+    )
+    stages = json.loads((tmp_path / "run.json").read_text())["stages"]  # as before: the report reads them
+    assert stages == [{"name": "prepare", "seconds": 0.0, "status": "cached"},
+                      {"name": "pretrain", "seconds": 150.0, "status": "done"},
+                      {"name": "sft", "seconds": 3.0, "status": "done"}]  # fmt: skip
+
+
+def test_a_second_run_says_how_long_the_rest_took_last_time(tmp_path, clock):
+    first = StageLog(tmp_path, small_cfg())
+    for name, seconds in zip(planned_stages(small_cfg()), (1, 600, 120, 30, 60, 30, 5), strict=True):
+        first.stage(name, False, takes(clock, seconds), console())
+    con = console()
+    again = StageLog(tmp_path, small_cfg())  # the rest after pretrain: 120 + 30 + 60 + 30 + 5 s = 4:05
+    again.stage("prepare", True, takes(clock, 0), con)
+    again.stage("pretrain", False, takes(clock, 12), con)
+    assert lines(con)[-1] == "stage 2/7: pretrain done in 0:12 (total 0:12; rest ~4:05 by the last run)"
+    text = (tmp_path / "quickstart.log").read_text()
+    assert text.count("# ") == 2 and text.count("\tdone\t") == 8  # appended, not rewritten
+
+
+def test_a_stage_outside_the_plan_warns_and_is_counted_in(tmp_path, clock):
+    con = console()
+    run = StageLog(tmp_path, small_cfg())
+    run.stage("prepare", False, takes(clock, 1), con)
+    run.stage("seed-2", False, takes(clock, 1), con)  # a stage planned_stages does not know yet
+    run.stage("sft", False, takes(clock, 1), con)  # pretrain skipped: the plan said it would run
+    out = lines(con)
+    assert "warning: stage seed-2 is not in quickstart.STAGES; counting it in" in out
+    assert "stage 2/8: seed-2 done in 1.0 s (total 2.0 s)" in out
+    assert "warning: planned stage(s) pretrain did not run" in out
+    assert "stage 3/7: sft done in 1.0 s (total 3.0 s)" in out
+
+
+def test_a_failing_stage_is_logged_and_raises(tmp_path, clock):
+    run = StageLog(tmp_path, small_cfg())
+
+    def boom() -> None:
+        clock[0] += 7
+        raise RuntimeError("out of memory")
+
+    with pytest.raises(RuntimeError, match="out of memory"):
+        run.stage("prepare", False, boom, console())
+    assert log_rows(tmp_path) == [["stage 1/7", "prepare", "start", "-"], ["stage 1/7", "prepare", "failed", "7.0"]]
+    assert not (tmp_path / "run.json").exists()  # run.json records finished stages only, as before

@@ -1,0 +1,152 @@
+"""DPO's preference pairs (train/dpo.py): ``synthetic`` trains on the split's own rows as before; ``policy`` samples the
+starting model, writes the pairs before training, trains on them and reuses them on resume; bad values are refused
+before any model loads. Every run is the tiny test model for one or two steps."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cli_capture import cli
+from posttrainlab.config import load_config
+from posttrainlab.errors import BadInput
+from posttrainlab.grading.arith import ArithGrader
+from posttrainlab.label.policy_pairs import PAIRS, SUMMARY
+from posttrainlab.train import dpo
+from posttrainlab.train.common import load_records
+from posttrainlab.train.recipes import DPORecipe
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIG = ROOT / "configs/arith/dpo.yaml"
+
+
+def recipe_args(model, arith_dir, out, *extra: str) -> list[str]:
+    return [f"model={model}", f"output_dir={out}", f"dataset.path={arith_dir}", "dataset.limit=4",
+            "optim.max_steps=1", "optim.batch_size=4", "optim.save_steps=1", "optim.logging_steps=1",
+            "optim.learning_rate=0.01", *extra]  # fmt: skip
+
+
+def recipe(model, arith_dir, out, *extra: str) -> DPORecipe:
+    return load_config(DPORecipe, CONFIG, recipe_args(model, arith_dir, out, *extra))
+
+
+def pairs_of(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / PAIRS).read_text().splitlines()]
+
+
+class RightThenWrong:
+    """A ``SamplingBackend`` whose first answer to a prompt is right and every other one off by one."""
+
+    name = "right-then-wrong"
+
+    def __init__(self, records: list[dict]):
+        self.answers = {r["prompt"]: r["answer"] for r in records}
+
+    def generate(self, prompts, *, n=1, seed=0, **_):
+        return [[f"Answer: {self.answers[p[0]['content']] + (i > 0)}" for i in range(n)] for p in prompts]
+
+
+class NoBackend:
+    name = "none"
+
+    def generate(self, *args, **kwargs):
+        raise AssertionError("sampled although the pairs could be reused")
+
+
+def test_synthetic_trains_on_the_split_rows_as_they_are(arith_dir, tiny_model, tmp_path, monkeypatch):
+    seen = {}
+
+    def capture(trainer_cls, recipe, model, tokenizer, args, rows, **extra):
+        seen["rows"] = rows
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(dpo, "trl_trainer", capture)
+    r = recipe(tiny_model, arith_dir, tmp_path / "dpo")
+    assert r.preference.source == "synthetic"
+    with pytest.raises(KeyboardInterrupt):
+        dpo.train_dpo(r)
+    split = load_records(r.dataset)
+    assert seen["rows"][0] == {
+        "prompt": [{"role": "user", "content": split[0]["prompt"]}],
+        "chosen": [{"role": "assistant", "content": split[0]["chosen"]}],
+        "rejected": [{"role": "assistant", "content": split[0]["rejected"]}],
+    }
+    assert len(seen["rows"]) == 4
+    assert not (tmp_path / "dpo").exists()  # nothing sampled, nothing written before the trainer
+
+
+def test_policy_pairs_from_the_tiny_model_train(arith_dir, tiny_model, tmp_path):
+    """The real sampling path (TransformersBackend on the tiny model; its chosen are the reference solutions)."""
+    out = tmp_path / "dpo"
+    dpo.train_dpo(recipe(tiny_model, arith_dir, out, "preference.source=policy", "preference.k=2",
+                         "preference.max_new_tokens=8"))  # fmt: skip
+    pairs, split = pairs_of(out), {r["id"]: r for r in load_records(recipe(tiny_model, arith_dir, out).dataset)}
+    grader = ArithGrader()
+    assert [p["source_id"] for p in pairs] == list(split)
+    for p in pairs:
+        answer = split[p["source_id"]]["answer"]
+        assert grader.grade(p["chosen"], answer).correct and not grader.grade(p["rejected"], answer).correct
+        assert p["rejected_outcome"] == grader.grade(p["rejected"], answer).outcome
+    summary = json.loads((out / SUMMARY).read_text())
+    assert summary["counts"]["prompts"] == 4 and summary["counts"]["samples"] == 8
+    assert summary["settings"]["policy"] == str(tiny_model) and summary["backend"] == "transformers"
+    train = json.loads((out / "train_summary.json").read_text())
+    assert train["records"] == len(pairs) and train["global_step"] == 1
+
+
+def test_policy_pairs_are_written_first_and_reused_on_resume(arith_dir, tiny_model, tmp_path, capsys):
+    out = tmp_path / "dpo"
+    policy = ("preference.source=policy", "preference.k=2")
+    split = load_records(recipe(tiny_model, arith_dir, out).dataset)
+    dpo.train_dpo(recipe(tiny_model, arith_dir, out, *policy), backend=RightThenWrong(split))
+    pairs = pairs_of(out)
+    assert [(p["id"], p["chosen"], p["rejected"], p["chosen_source"]) for p in pairs] == [
+        (f"{r['id']}-0", f"Answer: {r['answer']}", f"Answer: {r['answer'] + 1}", "policy") for r in split
+    ]
+    assert json.loads((out / SUMMARY).read_text())["counts"]["prompts_without_correct"] == 0
+
+    capsys.readouterr()
+    dpo.train_dpo(recipe(tiny_model, arith_dir, out, *policy, "optim.max_steps=2"), backend=NoBackend())
+    said = capsys.readouterr().out
+    assert "dpo: reusing 4 on-policy pairs" in said and "dpo: resuming from" in said
+    train = json.loads((out / "train_summary.json").read_text())
+    assert train["resumed_from"] == str(out / "checkpoint-1") and train["global_step"] == 2
+    assert pairs_of(out) == pairs
+
+    with pytest.raises(BadInput, match=r"preference\.k 2 -> 3"):  # check_run sees the new fields
+        dpo.train_dpo(recipe(tiny_model, arith_dir, out, *policy, "preference.k=3"), backend=NoBackend())
+
+
+def test_a_run_killed_after_sampling_starts_again_with_its_pairs(arith_dir, tiny_model, tmp_path, monkeypatch):
+    out = tmp_path / "dpo"
+    policy = ("preference.source=policy", "preference.k=2")
+    split = load_records(recipe(tiny_model, arith_dir, out).dataset)
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(dpo, "build_trainer", killed)
+        with pytest.raises(KeyboardInterrupt):
+            dpo.train_dpo(recipe(tiny_model, arith_dir, out, *policy), backend=RightThenWrong(split))
+    assert sorted(p.name for p in out.iterdir()) == sorted([PAIRS, SUMMARY, "recipe.yaml"])
+    dpo.train_dpo(recipe(tiny_model, arith_dir, out, *policy), backend=NoBackend())  # not refused, not resampled
+    assert json.loads((out / "train_summary.json").read_text())["records"] == 4
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        (("preference.source=bogus",), "preference.source='bogus': choose one of synthetic, policy"),
+        (("preference.source=policy", "preference.k=1"), "preference.k=1: need at least 2 samples"),
+    ],
+)
+def test_bad_values_are_refused_before_any_model_loads(capsys, arith_dir, tmp_path, bad, message):
+    out = tmp_path / "dpo"
+    missing = tmp_path / "no-model"  # checked after the preference values: their message comes first
+    code, _, err = cli(capsys, "train", "dpo", "--config", str(CONFIG), *recipe_args(missing, arith_dir, out, *bad))
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1 and message in err
+    assert not out.exists()

@@ -58,7 +58,7 @@ def test_every_stage_ran_and_the_report_is_written(run):
     report = (out / "report.md").read_text()
     assert "## Process reward model" in report and "## Best-of-N" in report
     assert "## Paired comparisons" in report and "McNemar" in report
-    assert "smoke numbers measure nothing" in report.lower()
+    assert "smoke run: its numbers measure nothing" in report.lower()
     provenance = json.loads((out / "run.json").read_text())["provenance"]
     assert provenance["seeds"] == {"sft": [0], "dpo": [0], "dpo-policy": [0], "grpo": [0]}
     assert provenance["versions"]["torch"] and provenance["argv"]

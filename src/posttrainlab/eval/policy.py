@@ -305,13 +305,17 @@ def evaluate_policy(
     prompts = [as_messages(r["prompt"]) for r in records]
     sampling = {"top_p": top_p, "max_new_tokens": max_new_tokens, "seed": seed}
     start = time.perf_counter()
-    responses = [c[0] for c in backend.generate(prompts, n=1, temperature=temperature, **sampling)]
+    from posttrainlab.progress import task_label
+
+    with task_label(f"answering {split_name}"):
+        responses = [c[0] for c in backend.generate(prompts, n=1, temperature=temperature, **sampling)]
     seconds = time.perf_counter() - start
     sampled = None
     if k > 1:
         sample_temperature = temperature if temperature > 0 else 1.0
         start = time.perf_counter()
-        sampled = backend.generate(prompts, n=n_samples, temperature=sample_temperature, **sampling)
+        with task_label(f"sampling {split_name} (n={n_samples})"):
+            sampled = backend.generate(prompts, n=n_samples, temperature=sample_temperature, **sampling)
         sample_seconds = time.perf_counter() - start
     rows = grade_rows(records, responses, grade, sampled)
 

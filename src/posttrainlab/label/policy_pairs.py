@@ -112,7 +112,10 @@ def sample_pairs(records: list[dict], cfg, backend) -> tuple[list[dict], dict[st
     from posttrainlab.grading.arith import ArithGrader
 
     sampling = {"temperature": cfg.temperature, "top_p": cfg.top_p, "max_new_tokens": cfg.max_new_tokens}
-    completions = backend.generate([as_messages(r["prompt"]) for r in records], n=cfg.k, seed=cfg.seed, **sampling)
+    from posttrainlab.progress import task_label
+
+    with task_label(f"DPO pairs: sampling k={cfg.k}"):
+        completions = backend.generate([as_messages(r["prompt"]) for r in records], n=cfg.k, seed=cfg.seed, **sampling)
     if len(completions) != len(records) or any(len(c) != cfg.k for c in completions):
         raise BadInput(f"the sampling backend returned {len(completions)} lists for {len(records)} prompts, not k each")
     grader = ArithGrader()

@@ -16,8 +16,8 @@ from posttrainlab.errors import BadInput
 
 # verbs whose --out is an output *file*, not a folder
 FILE_OUTPUTS = ("data convert ", "data join", "eval judge-summary")
-# verbs whose modules other work owns (quickstart, serve, compare, beam search): their own tests say what they take
-ELSEWHERE = ("quickstart", "serve", "eval compare", "eval beam-search")
+# serve takes no output folder or dataset; its own tests say what it takes
+ELSEWHERE = ("serve",)
 
 
 def _commands() -> dict[str, typer.core.TyperCommand]:

@@ -47,8 +47,10 @@ def beam_table(b: dict):
 def beam_search(
     policy: str = typer.Option(..., "--policy", help="Policy to sample: a Hugging Face model folder or Hub id."),
     prm_model: str = typer.Option(..., "--prm", help="PRM folder (posttrain train prm) or Hub id."),
-    data: str = typer.Option(..., "--data", help="arith-v1 folder (DIR or DIR:SPLIT; default split test) or file."),
-    out: Path = typer.Option(..., "--out", help="Output folder: beam.json, outcomes.jsonl."),
+    data: str = typer.Option(
+        ..., "--data", "--data-file", help="arith-v1 folder (DIR or DIR:SPLIT; default split test) or file."
+    ),
+    out: Path = typer.Option(..., "--out", "--output-dir", help="Output folder: beam.json, outcomes.jsonl."),
     beams: int = typer.Option(4, "--beams", help="Beams kept per problem (finished ones count)."),
     proposals: int = typer.Option(4, "--proposals", help="One-step continuations each active beam proposes."),
     max_steps: int = typer.Option(8, "--max-steps", help="Rounds (steps) at most; a beam is finished after the last."),

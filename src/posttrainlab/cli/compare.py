@@ -47,7 +47,7 @@ def compare_table(result: dict[str, Any]):
 def compare(
     a: Path = typer.Argument(..., help="A: an eval policy folder or a JSONL file of id, category, correct rows."),
     b: Path = typer.Argument(..., help="B: the same, for the same problems."),
-    out: Path | None = typer.Option(None, "--out", help="Folder to write compare.json into."),
+    out: Path | None = typer.Option(None, "--out", "--output-dir", help="Folder to write compare.json into."),
     as_json: bool = typer.Option(False, "--json", help="Print compare.json to stdout instead of the table."),
 ) -> None:
     """Paired comparison of two evaluations: B − A with a 95% interval and McNemar's exact p, per category."""

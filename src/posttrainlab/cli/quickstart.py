@@ -8,7 +8,9 @@ import typer
 
 
 def quickstart(
-    out: Path = typer.Option(Path("runs/quickstart"), help="Run folder (stages already done there are reused)."),
+    out: Path = typer.Option(
+        Path("runs/quickstart"), "--out", "--output-dir", help="Run folder (stages already done there are reused)."
+    ),
     preset: str = typer.Option(
         "default",
         help="default (tuned, ~35 min first run on 2 cores), smoke (~3 min), smollm2 (the real model, ~40 min): "

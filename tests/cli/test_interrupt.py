@@ -36,7 +36,13 @@ def test_interrupt_message_names_what_a_resumable_verb_kept(monkeypatch, capsys,
 
 def test_a_real_sigint_gets_the_line_and_130(tmp_path):
     """A real SIGINT to a running ``posttrain`` process (here one that waits on stdin inside a verb)."""
+    # the child starts as a terminal's process does: SIGINT unblocked and Python's own handler. A child inherits the
+    # signal mask and ignored signals of the thread that spawns it, and in the full suite pytest's process sometimes
+    # passed SIGINT on blocked (the child then slept through it: seen twice in fresh-clone runs, never alone)
     code = (
+        "import signal\n"
+        "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         "import sys, time\n"
         "import posttrainlab.data.arith as r\n"
         "def slow(*a, **k):\n"
@@ -48,12 +54,7 @@ def test_a_real_sigint_gets_the_line_and_130(tmp_path):
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "ready"
     time.sleep(0.2)
-    for _ in range(6):  # once is enough; sent again only if a loaded machine lost it (seen once in a full suite)
-        os.kill(proc.pid, signal.SIGINT)
-        try:
-            _, err = proc.communicate(timeout=5)
-            break
-        except subprocess.TimeoutExpired:
-            continue
+    os.kill(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130
     assert err.strip().splitlines()[-1].startswith("posttrain: interrupted; ")

@@ -259,24 +259,22 @@ def _records(data: str, split: str | None, limit: int | None) -> tuple[Path, lis
 
 
 def _sample(backend, records: list[dict], settings: dict[str, Any]) -> list[dict]:
-    from posttrainlab.eval.policy import as_messages
+    from posttrainlab.eval.policy import sample_answers
     from posttrainlab.grading.arith import ArithGrader
-    from posttrainlab.progress import task_label
 
     grader = ArithGrader()
-    with task_label(f"best-of-N: sampling N={settings['n']}"):
-        completions = backend.generate(
-            [as_messages(r["prompt"]) for r in records],
-            n=settings["n"],
-            temperature=settings["temperature"],
-            top_p=settings["top_p"],
-            max_new_tokens=settings["max_new_tokens"],
-            seed=settings["seed"],
-        )
+    completions = sample_answers(
+        backend,
+        records,
+        settings["n"],
+        f"best-of-N: sampling N={settings['n']}",
+        temperature=settings["temperature"],
+        top_p=settings["top_p"],
+        max_new_tokens=settings["max_new_tokens"],
+        seed=settings["seed"],
+    )
     rows = []
     for r, texts in zip(records, completions, strict=True):
-        if len(texts) != settings["n"]:
-            raise BadInput(f"the sampling backend returned {len(texts)} samples for {r['id']}, not {settings['n']}")
         grades = [grader.grade(t, r["answer"]) for t in texts]
         samples = [
             {"response": t, "correct": g.correct, "outcome": g.outcome, "parsed": g.parsed}

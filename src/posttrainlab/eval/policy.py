@@ -59,6 +59,19 @@ def as_messages(prompt: Any) -> Any:
     return [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
 
 
+def sample_answers(backend, records: list[dict], k: int, label: str, **sampling) -> list[list[str]]:
+    """``k`` completions of each record's prompt from one ``backend.generate`` call, under a progress bar named
+    ``label``; ``BadInput`` unless the backend returned ``k`` for every record (arith-prm, best-of-N, DPO pairs)."""
+    from posttrainlab.progress import task_label
+
+    with task_label(label):
+        completions = backend.generate([as_messages(r["prompt"]) for r in records], n=k, **sampling)
+    if len(completions) != len(records) or any(len(c) != k for c in completions):
+        got = f"{len(completions)} lists for {len(records)} prompts"
+        raise BadInput(f"the sampling backend returned {got}, not {k} completions each")
+    return completions
+
+
 def ordered_groups(values: Sequence[str], known: Sequence[str]) -> list[str]:
     """The distinct ``values``: those in ``known`` in that order, then the rest as first seen.
 

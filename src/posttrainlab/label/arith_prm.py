@@ -44,18 +44,6 @@ def _load(data: str, split: str, limit: int | None) -> list[dict[str, Any]]:
     return records
 
 
-def _sample(backend, split: str, records: list[dict], k: int, sampling: dict[str, Any]) -> list[list[str]]:
-    """``k`` completions per record of ``split``, under a progress bar that names the split."""
-    from posttrainlab.eval.policy import as_messages
-    from posttrainlab.progress import task_label
-
-    with task_label(f"sampling {split} (k={k})"):
-        completions = backend.generate([as_messages(r["prompt"]) for r in records], n=k, **sampling)
-    if len(completions) != len(records) or any(len(c) != k for c in completions):
-        raise BadInput(f"the sampling backend returned {len(completions)} lists for {len(records)} prompts")
-    return completions
-
-
 def build(
     policy: str | os.PathLike,
     data: str | os.PathLike,
@@ -117,8 +105,13 @@ def build(
             policy, batch_size=batch_size, progress=progress, trust_remote_code=trust_remote_code, dtype=dtype
         )
     sampling = {"temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens, "seed": seed}
+    from posttrainlab.eval.policy import sample_answers
+
     start = time.perf_counter()
-    sampled = {name: _sample(backend, name, records, k, sampling) for name, records in prompt_sets.items()}
+    sampled = {
+        name: sample_answers(backend, records, k, f"sampling {name} (k={k})", **sampling)
+        for name, records in prompt_sets.items()
+    }
     seconds = time.perf_counter() - start
 
     train, heldout, ptest = SplitBuilder("train"), SplitBuilder("heldout"), SplitBuilder("preference_test")

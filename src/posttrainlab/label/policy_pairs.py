@@ -108,16 +108,11 @@ def sample_pairs(records: list[dict], cfg, backend) -> tuple[list[dict], dict[st
     Returns ``(pairs, counts)``; ``counts`` is ``preference_pairs.json``'s (prompts, pairs, prompts without a
     correct / an incorrect answer, pairs whose chosen is the reference, outcomes of all samples and of the rejects).
     """
-    from posttrainlab.eval.policy import as_messages
+    from posttrainlab.eval.policy import sample_answers
     from posttrainlab.grading.arith import ArithGrader
 
     sampling = {"temperature": cfg.temperature, "top_p": cfg.top_p, "max_new_tokens": cfg.max_new_tokens}
-    from posttrainlab.progress import task_label
-
-    with task_label(f"DPO pairs: sampling k={cfg.k}"):
-        completions = backend.generate([as_messages(r["prompt"]) for r in records], n=cfg.k, seed=cfg.seed, **sampling)
-    if len(completions) != len(records) or any(len(c) != cfg.k for c in completions):
-        raise BadInput(f"the sampling backend returned {len(completions)} lists for {len(records)} prompts, not k each")
+    completions = sample_answers(backend, records, cfg.k, f"DPO pairs: sampling k={cfg.k}", seed=cfg.seed, **sampling)
     grader = ArithGrader()
     pairs: list[dict] = []
     sample_outcomes: Counter[str] = Counter()

@@ -91,20 +91,21 @@ def _method_comparisons(run_dir: Path, methods: list[str], out: dict) -> None:
     except BadInput as e:
         out["not_compared"]["SFT"] = str(e)
         return
+    read: dict[str, Any] = {}  # each method's outcomes, read once for both its comparisons
     for m in others:
         folder = run_dir / "eval" / m
         if not (folder / "samples.jsonl").is_file():
             continue
         try:
-            result = paired(sft, read_outcomes(folder), names=("SFT", method_label(m)))
+            read[m] = read_outcomes(folder)
+            result = paired(sft, read[m], names=("SFT", method_label(m)))
         except BadInput as e:
             out["not_compared"][f"{method_label(m)} vs SFT"] = str(e)
             continue
         out["methods"][m] = {"a": "eval/sft", "b": f"eval/{m}", **result}
     for a, b in HEAD_TO_HEAD:  # the two DPO pair sources against each other, beside each against SFT
         if a in out["methods"] and b in out["methods"]:
-            result = paired(read_outcomes(run_dir / "eval" / a), read_outcomes(run_dir / "eval" / b),
-                            names=(method_label(a), method_label(b)))  # fmt: skip
+            result = paired(read[a], read[b], names=(method_label(a), method_label(b)))
             out["head_to_head"][f"{b} vs {a}"] = {"a": f"eval/{a}", "b": f"eval/{b}", **result}
 
 

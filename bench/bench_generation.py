@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from posttrainlab.data.arith.release import prepare
     from posttrainlab.data.loading import load_split
-    from posttrainlab.eval.policy import as_messages
+    from posttrainlab.generation.prompts import as_messages
     from posttrainlab.generation.transformers_backend import TransformersBackend
     from posttrainlab.models.tiny import TinyModelConfig, build_model, count_parameters
 

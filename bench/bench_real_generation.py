@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from posttrainlab.data.arith.release import prepare
     from posttrainlab.data.loading import load_split
-    from posttrainlab.eval.policy import as_messages
+    from posttrainlab.generation.prompts import as_messages
     from posttrainlab.generation.transformers_backend import TransformersBackend
     from posttrainlab.models.gguf_import import import_model
     from posttrainlab.models.loading import load_causal_lm

@@ -125,3 +125,94 @@ def test_every_shipped_config_loads():
         config = load_config(cls, SHIPPED / rel)
         if cls.__name__ == "PRMRecipe":
             config.check()  # its choices too
+
+
+# issue #25: impossible values are refused when the config is loaded (config.check_settings), not after the work
+
+
+@dataclass
+class CheckedOptim:
+    epochs: float = 1.0
+
+    def check(self) -> None:
+        if not self.epochs > 0:
+            raise BadInput(f"epochs={self.epochs}: must be greater than 0")
+
+
+@dataclass
+class CheckedRun:
+    optim: CheckedOptim = field(default_factory=CheckedOptim)
+    kind_of_run: str = "sft"
+
+    def check(self) -> None:
+        if self.kind_of_run not in ("sft", "dpo"):
+            raise BadInput(f"kind_of_run {self.kind_of_run!r}: choose one of sft, dpo")
+
+
+@dataclass
+class Outer:
+    sft: CheckedRun = field(default_factory=CheckedRun)
+
+
+def test_each_check_runs_at_load_and_a_nested_refusal_names_the_field_from_the_top():
+    assert load_config(CheckedRun, None, ["optim.epochs=2"]).optim.epochs == 2
+    with pytest.raises(BadInput, match=r"^optim\.epochs=-3\.0: must be greater than 0$"):
+        load_config(CheckedRun, None, ["optim.epochs=-3"])
+    with pytest.raises(BadInput, match=r"^kind_of_run 'bogus': choose one of sft, dpo$"):
+        load_config(CheckedRun, None, ["kind_of_run=bogus"])
+    with pytest.raises(BadInput, match=r"^sft\.optim\.epochs=0\.0: must be greater than 0$"):
+        load_config(Outer, None, ["sft.optim.epochs=0"])
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("optim.epochs=-3", "optim.epochs=-3.0: must be greater than 0 (or set optim.max_steps)"),
+        ("optim.max_steps=0", "optim.max_steps=0: must be at least 1, or -1 to train optim.epochs"),
+        ("optim.learning_rate=0", "optim.learning_rate=0.0: must be greater than 0"),
+        ("optim.batch_size=0", "optim.batch_size=0: must be at least 1"),
+        ("optim.grad_accum=-1", "optim.grad_accum=-1: must be at least 1"),
+        ("optim.warmup_ratio=1.5", "optim.warmup_ratio=1.5: must be in [0, 1) (a share of the steps)"),
+        ("dataset.limit=0", "dataset.limit=0: must be at least 1"),
+        ("lora.r=0", "lora.r=0: must be at least 1"),
+        ("output_dir=''", "output_dir: empty; name a folder"),
+        ("max_length=0", "max_length=0: must be at least 1"),
+    ],
+)
+def test_a_recipe_refuses_values_no_run_can_train_with(override, message):
+    """``optim.epochs=-3`` trained 0 steps, exited 0 and saved the start model as the result (issue #25)."""
+    from posttrainlab.train.recipes import SFTRecipe
+
+    with pytest.raises(BadInput) as e:
+        load_config(SFTRecipe, None, [override])
+    assert str(e.value) == message
+    assert load_config(SFTRecipe, None, ["optim.epochs=0", "optim.max_steps=5"]).optim.max_steps == 5
+
+
+@pytest.mark.parametrize(
+    "cls, override, message",
+    [
+        ("DPORecipe", "preference.source=bogus", "preference.source='bogus': choose one of synthetic, policy"),
+        ("DPORecipe", "beta=0", "beta=0.0: must be greater than 0"),
+        ("GRPORecipe", "num_generations=1", "num_generations=1: must be at least 2"),
+        ("PRMRecipe", "head=classifier", "head 'classifier': choose one of token-cls, verdict"),
+        ("PRMRecipe", "dataset.eval_limit=0", "dataset.eval_limit=0: must be at least 1"),
+    ],
+)
+def test_unknown_choices_and_impossible_values_of_every_recipe(cls, override, message):
+    from posttrainlab.train import prm_recipe, recipes
+
+    recipe_class = getattr(recipes, cls, None) or getattr(prm_recipe, cls)
+    overrides = [override, "dataset.path=rows.jsonl"] if cls == "PRMRecipe" else [override]
+    with pytest.raises(BadInput) as e:
+        load_config(recipe_class, None, overrides)
+    assert str(e.value) == message
+
+
+def test_the_quickstart_config_names_the_stage():
+    from posttrainlab.quickstart import QuickstartConfig
+
+    with pytest.raises(BadInput, match=r"^dpo\.preference\.source='bogus': choose one of synthetic, policy$"):
+        load_config(QuickstartConfig, None, ["dpo.preference.source=bogus"])
+    with pytest.raises(BadInput, match=r"^process\.prm\.optim\.batch_size=0: must be at least 1$"):
+        load_config(QuickstartConfig, None, ["process.prm.optim.batch_size=0"])

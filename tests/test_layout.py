@@ -1,4 +1,4 @@
-"""The shape of the package: no import cycle, no module over 500 lines, imports pointing down the layers.
+"""The shape of the package: no import cycle, imports pointing down the layers, small modules and signatures.
 
 The layers are README "Layout"'s and docs/design.md's "Layers", top to bottom::
 
@@ -12,7 +12,11 @@ module, function-level ones included (a function-level import is how a cycle hid
 but the two modules still need each other). ``from posttrainlab.a import b`` counts as an import of
 the module ``posttrainlab.a.b`` when there is one, else of ``posttrainlab.a``.
 
-The ``ALLOWED_*`` tables below list the violations known today, in modules other changes of issue #16
+Size: no module over 400 lines (``MAX_LINES``; none over 500 at all, ``HARD_MAX_LINES``) and no function with
+more than 10 parameters (``MAX_PARAMS``: every name in its signature, ``self``, ``*args`` and ``**kwargs``
+included). Names: no module imports a private name (``_x``) of another module.
+
+The ``ALLOWED_*`` tables below list the violations known today, in modules other changes of issues #16 and #21
 are reworking; each entry says why it is there. They only shrink: a new violation fails
 ``test_no_*``, and an entry whose violation is gone fails ``test_allow_lists_only_hold_live_violations``
 until it is deleted.
@@ -26,7 +30,9 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 ROOT = "posttrainlab"
-MAX_LINES = 500
+MAX_LINES = 400
+HARD_MAX_LINES = 500  # not even an ALLOWED_LONG module may grow past it
+MAX_PARAMS = 10
 
 #: floor of each top-level name under posttrainlab (a module or a subpackage); higher floors import lower ones
 FLOORS = {
@@ -37,7 +43,7 @@ FLOORS = {
     **dict.fromkeys(["models", "generation"], 3),
     "data": 2,
     "grading": 1,
-    **dict.fromkeys(["errors", "config", "paths", "progress", "provenance", "threads"], 0),
+    **dict.fromkeys(["errors", "config", "paths", "progress", "provenance", "threads", "run_layout"], 0),
 }
 
 # --------------------------------------------------------------------------------------------------
@@ -46,8 +52,42 @@ FLOORS = {
 #: import cycles, each the set of modules in one strongly connected component
 ALLOWED_CYCLES: dict[frozenset[str], str] = {}
 
-#: modules over MAX_LINES lines
-ALLOWED_LONG: dict[str, str] = {}
+#: modules over MAX_LINES lines (issue #21 lowered the limit from 500 to 400; these were over it then)
+ALLOWED_LONG: dict[str, str] = {
+    "posttrainlab.eval.best_of_n": "selectors, cache and run in one module; another change is reworking the run",
+    "posttrainlab.label.annotate": "the annotate run, its retries and repair; the run can move from the prompt",
+    "posttrainlab.models.prm": "format, heads and loading; the loading (_load, load_prm, ...) can move out",
+    "posttrainlab.report.build": "report/ is another change's (issue #21)",
+}
+
+#: functions with more than MAX_PARAMS parameters (issue #21), by dotted name. Delete an entry when its function
+#: takes a settings object (or otherwise fewer parameters); the library runners are another change's right now.
+ALLOWED_MANY_PARAMS: dict[str, str] = {
+    # CLI verbs: typer gives every flag its own parameter
+    "posttrainlab.cli.arith_prm.arith_prm": "a typer verb, one parameter per flag",
+    "posttrainlab.cli.beam_search.beam_search": "a typer verb, one parameter per flag",
+    "posttrainlab.cli.eval_prm.best_of_n": "a typer verb, one parameter per flag",
+    "posttrainlab.cli.eval_prm.prm": "a typer verb, one parameter per flag",
+    "posttrainlab.cli.evaluate.judge": "a typer verb, one parameter per flag",
+    "posttrainlab.cli.evaluate.policy": "a typer verb, one parameter per flag",
+    "posttrainlab.cli.pipeline.annotate": "a typer verb, one parameter per flag",
+    "posttrainlab.cli.pipeline.generate": "a typer verb, one parameter per flag",
+    "posttrainlab.cli.serve.serve": "a typer verb, one parameter per flag",
+    # library runners: keyword settings, each call site passing what it sets (another change of issue #21)
+    "posttrainlab.eval.beam_search.run": "eval runner: another change is folding its settings",
+    "posttrainlab.eval.best_of_n.run": "eval runner: another change is folding its settings",
+    "posttrainlab.eval.policy.evaluate_policy": "eval runner: another change is folding its settings",
+    "posttrainlab.eval.prm_eval.run": "eval runner: another change is folding its settings",
+    "posttrainlab.label.arith_prm.build": "the arith-prm build: its sampling settings could be one object",
+    "posttrainlab.label.mc.run.run_mc": "the MC labelling run: problems, config, backend, judge, work folder",
+    "posttrainlab.generation.shared_prefix.sample_from_ids": "the sampler's inner loop: options could be one object",
+}
+
+#: (importer, module, private name) imports of another module's private name
+ALLOWED_PRIVATE: dict[tuple[str, str, str], str] = {
+    # serve.app builds uvicorn's config with serve.server._config; serve/ is another change's (issue #21)
+    ("posttrainlab.serve.app", "posttrainlab.serve.server", "_config"): "serve/ is another change's (issue #21)",
+}
 
 #: (importer, imported) pairs that point up the layers
 ALLOWED_UPWARD: dict[tuple[str, str], str] = {
@@ -186,6 +226,50 @@ def long_modules() -> dict[str, int]:
     return {name: n for name, n in counts.items() if n > MAX_LINES}
 
 
+def arity(args: ast.arguments) -> int:
+    """How many parameters a signature names, ``self``, ``*args`` and ``**kwargs`` included."""
+    return len(args.posonlyargs + args.args + args.kwonlyargs) + (args.vararg is not None) + (args.kwarg is not None)
+
+
+def parameter_counts(source: str, name: str) -> dict[str, int]:
+    """Every function and method of a module by dotted name (``module.Class.method``), with its parameter count."""
+    counts: dict[str, int] = {}
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                counts[f"{prefix}.{child.name}"] = arity(child.args)
+                visit(child, f"{prefix}.{child.name}")
+            elif isinstance(child, ast.ClassDef):
+                visit(child, f"{prefix}.{child.name}")
+            else:
+                visit(child, prefix)
+
+    visit(ast.parse(source), name)
+    return counts
+
+
+def many_params() -> dict[str, int]:
+    found = {}
+    for name, path in modules().items():
+        counts = parameter_counts(path.read_text(encoding="utf-8"), name)
+        found.update({f: n for f, n in counts.items() if n > MAX_PARAMS})
+    return found
+
+
+def private_imports() -> set[tuple[str, str, str]]:
+    """``(importer, module, name)`` for every ``from posttrainlab.x import _name`` of another module's private name
+    (``__dunder__`` names are not private)."""
+    found = set()
+    for importer, path in modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(ROOT) and not node.level:
+                for alias in node.names:
+                    if alias.name.startswith("_") and not alias.name.startswith("__") and node.module != importer:
+                        found.add((importer, node.module, alias.name))
+    return found
+
+
 def upward_imports() -> set[tuple[str, str]]:
     bad = set()
     for importer, targets in graph().items():
@@ -223,10 +307,31 @@ def test_no_import_cycle():
     assert not new, "import cycles: " + "; ".join(sorted(new.values()))
 
 
-def test_no_module_over_500_lines():
-    new = {name: n for name, n in long_modules().items() if name not in ALLOWED_LONG}
-    assert not new, f"modules over {MAX_LINES} lines (aim under 400): " + ", ".join(
+def test_no_module_over_400_lines():
+    new = {name: n for name, n in long_modules().items() if name not in ALLOWED_LONG or n > HARD_MAX_LINES}
+    assert not new, f"modules over {MAX_LINES} lines (split by job; none over {HARD_MAX_LINES}): " + ", ".join(
         f"{modules()[name].relative_to(SRC)} ({n})" for name, n in sorted(new.items())
+    )
+
+
+def test_no_function_over_10_parameters():
+    assert parameter_counts(
+        "def f(a, /, b, *c, d, **e):\n    def g(self): ...\nclass K:\n    def m(self, x): ...\n", "m"
+    ) == {
+        "m.f": 5,
+        "m.f.g": 1,
+        "m.K.m": 2,
+    }
+    new = {name: n for name, n in many_params().items() if name not in ALLOWED_MANY_PARAMS}
+    assert not new, f"functions with more than {MAX_PARAMS} parameters (take a settings object): " + ", ".join(
+        f"{name} ({n})" for name, n in sorted(new.items())
+    )
+
+
+def test_no_private_name_is_imported_from_another_module():
+    new = sorted(private_imports() - set(ALLOWED_PRIVATE))
+    assert not new, "private names imported from another module (make them public or move them): " + ", ".join(
+        f"{a} imports {m}.{n}" for a, m, n in new
     )
 
 
@@ -238,5 +343,7 @@ def test_imports_point_down_the_layers():
 def test_allow_lists_only_hold_live_violations():
     stale = [" <-> ".join(sorted(c)) for c in ALLOWED_CYCLES if c not in cycles()]
     stale += [name for name in ALLOWED_LONG if name not in long_modules()]
+    stale += [name for name in ALLOWED_MANY_PARAMS if name not in many_params()]
+    stale += [f"{a} -> {m}.{n}" for a, m, n in ALLOWED_PRIVATE if (a, m, n) not in private_imports()]
     stale += [f"{a} -> {b}" for a, b in ALLOWED_UPWARD if (a, b) not in upward_imports()]
     assert not stale, "fixed, so delete from the ALLOWED_* tables of tests/test_layout.py: " + "; ".join(stale)

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from posttrainlab.data.arith.problems import CATEGORIES
+from posttrainlab.data.jsonl import read_jsonl
+from posttrainlab.eval.step_metrics import step_auroc
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +39,8 @@ def test_every_stage_ran_and_the_report_is_written(run):
     assert all(s["status"] == "done" for s in state["stages"])
     for method in ("sft", "dpo", "dpo-policy", "grpo"):
         metrics = json.loads((out / "eval" / method / "metrics.json").read_text())
-        assert metrics["n"] == 40 and 0.0 <= metrics["accuracy"]["value"] <= 1.0
+        graded = [row["correct"] for row in read_jsonl(out / "eval" / method / "samples.jsonl")]
+        assert metrics["n"] == len(graded) == 40 and metrics["accuracy"]["value"] == sum(graded) / 40
         assert list(metrics["per_category"]) == list(CATEGORIES)
         assert (out / method / "train_summary.json").is_file()
     assert json.loads((out / "eval" / "dpo" / "metrics.json").read_text())["preference"]["method"] == "implicit_reward"
@@ -48,7 +51,9 @@ def test_every_stage_ran_and_the_report_is_written(run):
     # process supervision: exact-labelled arith-prm from the SFT policy, a step PRM, its eval, best-of-N
     assert (out / "arith-prm" / "step" / "train.jsonl").is_file() and (out / "prm" / "prm_config.json").is_file()
     prm = json.loads((out / "prm-eval" / "metrics.json").read_text())
-    assert prm["solutions"] > 0 and 0.0 <= prm["step"]["auroc"] <= 1.0
+    scored = read_jsonl(out / "prm-eval" / "scores.jsonl")  # the AUROC is the one its scores give
+    auroc = step_auroc([r["labels"] for r in scored], [r["scores"] for r in scored])
+    assert prm["solutions"] == len(scored) > 0 and prm["step"]["auroc"] == auroc
     bon = json.loads((out / "best-of-n" / "bon.json").read_text())
     assert bon["problems"] == 20 and bon["ns"] == [1, 2, 4] and "majority" in bon["selectors"]
     pairs = json.loads((out / "dpo-policy" / "preference_pairs.json").read_text())
@@ -73,6 +78,57 @@ def test_second_run_reuses_every_stage(run):
     assert r.returncode == 0, r.stderr[-3000:]
     state = json.loads((out / "run.json").read_text())
     assert [s["status"] for s in state["stages"]][:-1] == ["cached"] * 15
+
+
+def test_run_json_records_the_sha256_of_every_model(run):
+    from posttrainlab.data.manifest import sha256_file
+
+    out, _ = run
+    weights = json.loads((out / "run.json").read_text())["weights"]
+    assert weights["sft"] == {"OUT/sft/model.safetensors": sha256_file(out / "sft" / "model.safetensors")}
+    assert list(weights["base"].values()) == [sha256_file(out / "base" / "model.safetensors")]
+    assert set(weights) == {"base", "sft", "dpo", "dpo-policy", "grpo", "prm"}
+
+
+def quickstart(out: Path, env: dict, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "posttrainlab", "quickstart", "--preset", "smoke", "--out", str(out),
+                           *args], capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
+
+
+def tree(root: Path) -> dict[str, bytes | str]:
+    """Every file's bytes (a link's target) under ``root``."""
+    return {str(p.relative_to(root)): str(p.readlink()) if p.is_symlink() else p.read_bytes()
+            for p in sorted(root.rglob("*")) if p.is_symlink() or p.is_file()}  # fmt: skip
+
+
+def test_a_finished_run_of_other_settings_is_refused_before_anything_is_written(run, tmp_path):
+    import shutil
+
+    out, env = run
+    copy = tmp_path / "X"  # issue #25: `cp -r RUN X && posttrain quickstart --preset smoke --out X`, another base
+    shutil.copytree(out, copy, symlinks=True)
+    before = tree(copy)
+    r = quickstart(copy, env, "base.model.seed=5")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "stage pretrain: " in r.stderr and "model.seed: 0 -> 5" in r.stderr
+    assert tree(copy) == before  # the report, run.json, the base link: all as they were
+    r = quickstart(copy, env, "sft.optim.learning_rate=0.002")
+    assert r.returncode == 2 and "stage sft: " in r.stderr and "optim.learning_rate: 0.001 -> 0.002" in r.stderr
+
+
+def test_a_folder_of_the_users_or_a_file_as_out_is_refused_unchanged(run, tmp_path):
+    _, env = run
+    user = tmp_path / "uf"
+    (user / "sft").mkdir(parents=True)
+    (user / "run.json").write_text("mine")
+    (user / "sft" / "my.txt").write_text("notes")
+    r = quickstart(user, env)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "not a quickstart run folder" in r.stderr
+    assert tree(user) == {"run.json": b"mine", "sft/my.txt": b"notes"}
+    (tmp_path / "file").write_text("x")
+    for bad in (tmp_path / "file", tmp_path / "file" / "sub"):
+        r = quickstart(bad, env)
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
 def test_unknown_preset_and_key_are_one_line_errors(tmp_path):

@@ -26,7 +26,7 @@ def flat(config, prefix: str = "") -> dict:
 
 def test_the_presets_are_the_shipped_yaml_files():
     assert PRESET_DIR == SHIPPED / "quickstart"
-    assert preset_names() == ["default", "smoke", "smollm2"]
+    assert preset_names() == ["default", "effects", "smoke", "smollm2"]
     assert [quickstart_config(name).preset for name in preset_names()] == preset_names()
 
 
@@ -76,5 +76,5 @@ def test_a_preset_file_of_ones_own(tmp_path):
     assert asdict(cfg.sft) == asdict(quickstart_config("smoke").sft)
     with pytest.raises(BadInput, match="no such config file"):
         quickstart_config(str(tmp_path / "nope.yaml"))
-    with pytest.raises(BadInput, match="unknown preset 'huge': choose one of default, smoke, smollm2"):
+    with pytest.raises(BadInput, match="unknown preset 'huge': choose one of default, effects, smoke, smollm2"):
         quickstart_config("huge")

@@ -32,10 +32,10 @@ def test_the_plan_of_each_shipped_preset_and_of_switches():
 
 def test_each_seed_trains_a_copy_of_the_recipe_with_the_next_seed():
     from posttrainlab.errors import BadInput
-    from posttrainlab.quickstart import check_config, method_recipe, place
+    from posttrainlab.quickstart import RunLayout, check_config, method_recipe, place
 
     cfg = QuickstartConfig(seeds=2)
-    place(cfg, Path("OUT"), "BASE")
+    place(cfg, RunLayout(Path("OUT")))
     first, second = method_recipe(cfg, "dpo-policy", 0), method_recipe(cfg, "dpo-policy", 1)
     assert (first.output_dir, second.output_dir) == ("OUT/dpo-policy", "OUT/dpo-policy-s1")
     assert (first.preference.source, second.optim.seed - first.optim.seed) == ("policy", 1)
@@ -125,17 +125,11 @@ def test_a_second_run_says_how_long_the_rest_took_last_time(tmp_path, clock):
     assert text.count("# ") == 2 and text.count("\tdone\t") == 8  # appended, not rewritten
 
 
-def test_a_stage_outside_the_plan_warns_and_is_counted_in(tmp_path, clock):
-    con = console()
+def test_stages_are_numbered_in_the_plans_order_and_nothing_else_runs(tmp_path, clock):
     run = StageLog(tmp_path, small_cfg())
-    run.stage("prepare", False, takes(clock, 1), con)
-    run.stage("seed-2", False, takes(clock, 1), con)  # a stage planned_stages does not know yet
-    run.stage("sft", False, takes(clock, 1), con)  # pretrain skipped: the plan said it would run
-    out = lines(con)
-    assert "warning: stage seed-2 is not in quickstart.STAGES; counting it in" in out
-    assert "stage 2/8: seed-2 done in 1.0 s (total 2.0 s)" in out
-    assert "warning: planned stage(s) pretrain did not run" in out
-    assert "stage 3/7: sft done in 1.0 s (total 3.0 s)" in out
+    run.stage("prepare", False, takes(clock, 1), console())
+    with pytest.raises(RuntimeError, match="stage sft run out of the plan's order .next planned: pretrain"):
+        run.stage("sft", False, takes(clock, 1), console())  # the runner walks the plan: this is a bug
 
 
 def test_a_failing_stage_is_logged_and_raises(tmp_path, clock):

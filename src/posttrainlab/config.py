@@ -14,6 +14,11 @@ line, and takes the line out before the fields are merged. This is the rule that
 --config configs/arith/sft.yaml`` apart from a DPO recipe: every key of the SFT file is also a DPO field, so the
 keys alone cannot (a key a recipe class lacks is refused anyway). A file without ``kind:`` (one of your own, or a
 run's ``recipe.yaml``) is checked by its keys only; without ``kind=``, a ``kind:`` line is taken out unchecked.
+
+**Values.** OmegaConf checks a value's type, not its sense: ``optim.epochs=-3`` is a float. A config class says which
+values are impossible in a ``check()`` method (``BadInput`` naming the field); ``load_config`` runs every ``check()``
+of the config and of the configs inside it (``check_settings``), so a setting no run can use (a batch size of 0, an
+unknown choice) is one line, exit 2, when the config is loaded, ``--print-config`` included, not after the work.
 """
 
 from __future__ import annotations
@@ -84,11 +89,33 @@ def load_config(
             if "=" not in item:
                 raise BadInput(f"{where}: expected key=value")
             schema = OmegaConf.merge(schema, OmegaConf.from_dotlist([item]))
-        return OmegaConf.to_object(schema)
+        config = OmegaConf.to_object(schema)
     except OmegaConfBaseException as e:
         raise BadInput(f"{where}: {config_error_line(e)}") from None
     except (OSError, ValueError, yaml.YAMLError) as e:
         raise BadInput(f"{where}: {config_error_line(e)}") from None
+    check_settings(config)
+    return config
+
+
+def check_settings(config: Any, prefix: str = "") -> None:
+    """Run ``config.check()`` and that of every dataclass field inside it, depth first in field order (``Values``
+    in the module docstring). A nested config's refusal names its field from the top: ``optim.epochs=-3.0: ...``
+    from a recipe, ``sft.optim.epochs=-3.0: ...`` from the quickstart's config."""
+    from dataclasses import fields, is_dataclass
+
+    if not is_dataclass(config) or isinstance(config, type):
+        return
+    for f in fields(config):
+        value = getattr(config, f.name)
+        if is_dataclass(value) and not isinstance(value, type):
+            check_settings(value, f"{prefix}{f.name}.")
+    check = getattr(config, "check", None)
+    if callable(check):
+        try:
+            check()
+        except BadInput as e:
+            raise BadInput(f"{prefix}{e}") from None
 
 
 def _check_kind(loaded: Any, cls: type, kind: str | None, where: str) -> None:

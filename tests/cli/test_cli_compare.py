@@ -109,3 +109,16 @@ def test_compare_does_not_import_torch(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "o" / "compare.json").is_file()
+
+
+def test_an_earlier_compare_json_is_kept_unless_overwrite(capsys, tmp_path):
+    """One overwrite rule for every eval verb (cli.options.check_results): compare.json used to be replaced silently."""
+    a, b = write_pair(tmp_path)
+    out = tmp_path / "cmp"
+    assert cli(capsys, "eval", "compare", str(a), str(b), "--out", str(out), "--json")[0] == 0
+    (out / "compare.json").write_text("earlier")
+    code, _, err = cli(capsys, "eval", "compare", str(a), str(b), "--out", str(out))
+    assert code == 2 and err.count("\n") == 1 and "already holds eval results (compare.json from" in err
+    assert (out / "compare.json").read_text() == "earlier"
+    assert cli(capsys, "eval", "compare", str(a), str(b), "--out", str(out), "--overwrite")[0] == 0
+    assert json.loads((out / "compare.json").read_text())["overall"]["n"] == 50

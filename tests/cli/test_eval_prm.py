@@ -52,3 +52,19 @@ def test_bad_choices_and_paths_before_torch(tmp_path, args, fragment):
     r = fresh("eval", *args, "--data-file", str(tmp_path / "d.jsonl"), "--out", str(tmp_path / "o"), "--threads", "1")
     assert r.code == 2 and fragment.format(tmp=tmp_path) in r.line and not r.torch
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("verb", ["prm", "best-of-n"])
+def test_a_policy_folder_given_as_the_prm_is_refused_before_torch(tmp_path, verb):
+    """best-of-n used to sample every problem, then refuse the PRM; now its config.json (no prm_config.json, a causal
+    LM) is read first (models.prm_spec.check_prm_folder): one line, exit 2, no torch, nothing written."""
+    policy = tmp_path / "sft"
+    policy.mkdir()
+    (policy / "config.json").write_text('{"architectures": ["Qwen2ForCausalLM"]}')
+    (tmp_path / "d.jsonl").write_text('{"prompt": "What is 1 + 2?", "answer": 3}\n')
+    flag = "--model" if verb == "prm" else "--prm"
+    models = ["--model", str(policy)] if verb == "prm" else ["--policy", str(policy), "--prm", str(policy)]
+    data = ["--data", str(tmp_path / "d.jsonl")]
+    r = fresh("eval", verb, *models, *data, "--out", str(tmp_path / "o"), "--threads", "1")
+    assert r.code == 2 and f"{flag} {policy}: not a PRM checkpoint (Qwen2ForCausalLM and no prm_config.json" in r.line
+    assert not r.torch and not (tmp_path / "o").exists()

@@ -10,6 +10,7 @@ from datetime import datetime
 import pytest
 import typer
 
+from cli_capture import cli
 from posttrainlab.cli import app
 from posttrainlab.cli.options import check_data, check_model, check_results, check_split, choice
 from posttrainlab.errors import BadInput
@@ -106,3 +107,71 @@ def test_check_results_names_the_file_and_its_date(tmp_path):
     )
     check_results(tmp_path, "metrics.json", overwrite=True)
     check_results(tmp_path, "bon.json", overwrite=False)  # another verb's results file: not this one's
+
+
+# ---- issue #25: every --out is checked, parents included, before the verb starts (cli.options.check_out) ----
+
+
+def _out_params(command) -> list:
+    return [p for p in command.params if getattr(p, "param_type_name", "") == "option" and "--out" in p.opts]
+
+
+@pytest.mark.parametrize(
+    "bad, fragment",
+    [
+        ("{tmp}/notes.txt/sub", "{tmp}/notes.txt is a file, not a folder"),
+        ("/proc/posttrain-x", "cannot write in /proc"),
+        ("", "--out '': empty path"),
+    ],
+)
+def test_every_verb_refuses_an_out_it_cannot_write_in_one_line(capsys, tmp_path, bad, fragment):
+    """``eval compare A B --out FILE/sub`` was a NotADirectoryError traceback (exit 1) after the work, ``--out
+    /proc/x`` a FileNotFoundError, and ``--out ''`` wrote into the current folder; now every verb with --out says so
+    in one line, exit 2, as the flag is parsed (``out_folder`` / ``out_file``: no verb can forget the check, and
+    this walks them all), and writes nothing."""
+    found = [path for path, command in _commands().items() if _out_params(command)]
+    assert {"eval compare", "eval beam-search", "quickstart", "model init", "data convert sharp"} <= set(found)
+    (tmp_path / "notes.txt").write_text("mine")
+    given = bad.format(tmp=tmp_path)
+    for path in found:
+        code, _, err = cli(capsys, *path.split(), "--out", given)
+        assert code == 2 and err.count("\n") == 1 and fragment.format(tmp=tmp_path) in err, (path, err)
+        assert err.startswith("posttrain: error: --out "), (path, err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_check_out_refuses_a_folder_where_the_output_file_should_be(tmp_path):
+    from posttrainlab.cli.options import check_out
+
+    with pytest.raises(BadInput, match=r"^--out .*: is a folder, not a file$"):
+        check_out(tmp_path, file=True)
+    assert check_out(str(tmp_path / "new" / "rows.jsonl"), file=True) == tmp_path / "new" / "rows.jsonl"
+    assert not (tmp_path / "new").exists()  # checked, not created
+
+
+def test_label_mc_checks_its_out_setting_before_reading_anything(capsys, tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    for bad, fragment in ((f"{tmp_path}/notes.txt/sub", "notes.txt is a file, not a folder"),
+                          ("/proc/posttrain-x", "cannot write in /proc")):  # fmt: skip
+        code, _, err = cli(capsys, "label", "mc", "--policy", "p", "--data", str(tmp_path / "nodata.jsonl"),
+                           "--out", bad)  # fmt: skip
+        assert code == 2 and err.count("\n") == 1 and fragment in err, err
+
+
+def test_check_results_takes_several_result_files(tmp_path):
+    (tmp_path / "outcomes.jsonl").write_text("")
+    with pytest.raises(BadInput, match=r"already holds eval results \(outcomes\.jsonl from "):
+        check_results(tmp_path, ("beam.json", "outcomes.jsonl"), overwrite=False)
+    check_results(tmp_path, ("beam.json", "outcomes.jsonl"), overwrite=True)
+
+
+def test_judge_summary_keeps_an_earlier_summary_unless_overwrite(capsys, tmp_path):
+    out = tmp_path / "summary.json"
+    out.write_text("earlier")
+    runs = [str(tmp_path / "r1_metric.json")]  # not read: the output is checked first
+    code, _, err = cli(capsys, "eval", "judge-summary", *runs, "--out", str(out))
+    assert code == 2 and err.count("\n") == 1 and "already holds eval results (summary.json from " in err
+    assert out.read_text() == "earlier"
+    code, _, err = cli(capsys, "eval", "judge-summary", *runs, "--out", str(out), "--overwrite")
+    assert code == 2 and "r1_metric.json: no such file" in err  # past the check, to the runs

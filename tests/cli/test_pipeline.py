@@ -51,5 +51,5 @@ def test_generate_refuses_a_file_where_out_should_be(tmp_path, problems):
     (tmp_path / "o").write_text("mine")
     r = fresh("generate", "--model", str(tmp_path), "--data", str(problems), "--out", str(tmp_path / "o"),
               "--backend", "openai", "--model-url", "http://127.0.0.1:9/v1")  # fmt: skip
-    assert r.code == 2 and r.line == f"posttrain: error: {tmp_path / 'o'}: exists and is not a folder"
+    assert r.code == 2 and r.line == f"posttrain: error: --out {tmp_path / 'o'}: exists and is not a folder"
     assert (tmp_path / "o").read_text() == "mine"

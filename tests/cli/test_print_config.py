@@ -55,3 +55,25 @@ def test_quickstart_prints_the_config_it_would_run(capsys, tmp_path, monkeypatch
     assert cfg.grpo.dataset.path == str(run / "data" / "arith-v1")
     assert Path(cfg.process.prm.dataset.path) == run / "arith-prm" / "step" / "train.jsonl"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["printed.yaml"]  # no run folder, no base cache
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["train", "sft", "--config", "configs/arith/sft.yaml", "optim.epochs=-3"],
+         "optim.epochs=-3.0: must be greater than 0 (or set optim.max_steps)"),
+        (["train", "dpo", "--config", "configs/arith/dpo.yaml", "preference.source=bogus"],
+         "preference.source='bogus': choose one of synthetic, policy"),
+        (["train", "prm", "--config", "configs/prm/step.yaml", "optim.batch_size=0"], "optim.batch_size=0: must be at"),
+        (["quickstart", "--preset", "smoke", "sft.optim.learning_rate=0"], "sft.optim.learning_rate=0.0: must be"),
+        (["label", "mc", "--n", "0"], "--n 0: need at least one continuation per prefix"),
+        (["label", "mc", "--dtype", "f8"], "--dtype 'f8': choose one of"),
+    ],
+)  # fmt: skip
+def test_print_config_refuses_an_impossible_setting_in_one_line(capsys, tmp_path, monkeypatch, args, message):
+    """``--print-config`` showed ``epochs: -3.0`` and ``source: bogus`` without complaint (issue #25): the values are
+    checked as the config loads (config.check_settings), so it refuses them as the run would, exit 2."""
+    monkeypatch.chdir(tmp_path)
+    code, out, err = cli(capsys, *args, "--print-config")
+    assert code == 2 and out == "" and err.count("\n") == 1 and message in err, err
+    assert list(tmp_path.iterdir()) == []

@@ -64,3 +64,23 @@ def test_arith_prm_build_with_a_user_file_is_refused(tmp_path):
     (out / "notes.txt").write_text("mine")
     with pytest.raises(BadInput, match=r"holds other files \(notes\.txt\).*earlier arith-prm build"):
         check_target(out)
+
+
+# issue #25: the parents of an output path are checked too (data.atomic.check_writable), before any work
+
+
+def test_a_file_in_the_path_or_an_unwritable_place_is_refused_and_nothing_is_created(tmp_path):
+    from posttrainlab.data.atomic import check_writable
+
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(BadInput, match=r"f/sub/out: .*/f is a file, not a folder$"):
+        check_output_folder(tmp_path / "f" / "sub" / "out", own_csv, what="csv export")
+    with pytest.raises(BadInput, match=r"^/proc/posttrain-x: cannot write in /proc \("):
+        check_output_folder("/proc/posttrain-x", own_csv, what="csv export")
+    with pytest.raises(BadInput, match=r"^empty path: name a folder"):
+        check_writable("")  # Path("") would be the current folder
+    with pytest.raises(BadInput, match=r"is a folder, not a file$"):
+        check_writable(tmp_path, file=True)
+    assert check_writable(tmp_path / "new" / "deeper") == tmp_path / "new" / "deeper"
+    assert check_writable(tmp_path / "new" / "rows.jsonl", file=True) == tmp_path / "new" / "rows.jsonl"
+    assert [p.name for p in tmp_path.iterdir()] == ["f"]  # tried, not created: no folder, no probe left behind

@@ -142,3 +142,28 @@ def test_bad_input(arith_dir, tmp_path):
     (foreign / "notes.txt").write_text("mine")
     with pytest.raises(BadInput, match="notes.txt"):
         beam_run(arith_dir, foreign)
+
+
+def test_a_folder_that_is_no_best_of_n_run_is_refused_before_the_search(arith_dir, tmp_path):
+    """A folder with sampling.json whose rows hold no samples (an ``eval policy`` samples.jsonl, say) was counted as
+    0 tokens per problem; a missing or foreign one was refused only once the models were loaded (issue #25). Now
+    ``best_of_n_samples`` reads it first: the policy is never called and nothing is written."""
+    bon = tmp_path / "policy-eval"
+    bon.mkdir()
+    rows = [{"id": f"test-{i:04d}", "response": "Answer: 1", "correct": False} for i in range(5)]
+    (bon / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    (bon / "sampling.json").write_text(json.dumps({"max_new_tokens": 4}), encoding="utf-8")
+    policy = ScriptedPolicy()
+    with pytest.raises(BadInput, match=r"samples.jsonl:1: not a best-of-n row"):
+        run("policy", "prm", arith_dir, tmp_path / "o", proposer=policy, scorer=OraclePRM(), best_of_n=bon, limit=5)
+    assert policy.calls == 0 and not (tmp_path / "o").exists()
+
+
+def test_a_policy_folder_as_the_prm_is_refused_before_the_search(arith_dir, tmp_path):
+    policy_folder = tmp_path / "sft"
+    policy_folder.mkdir()
+    (policy_folder / "config.json").write_text(json.dumps({"architectures": ["Qwen2ForCausalLM"]}))
+    policy = ScriptedPolicy()
+    with pytest.raises(BadInput, match="not a PRM checkpoint"):
+        run("policy", policy_folder, arith_dir, tmp_path / "o", proposer=policy, limit=5)
+    assert policy.calls == 0 and not (tmp_path / "o").exists()

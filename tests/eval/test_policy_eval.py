@@ -278,13 +278,17 @@ def test_end_to_end_on_tiny_model(arith, tiny, tmp_path):
     assert metrics["n"] == 20 and metrics["split"] == "test"
     assert sum(metrics["outcomes"].values()) == 20
     assert sum(v["n"] for v in metrics["per_category"].values()) == 20
-    for value in [metrics["accuracy"]["value"], metrics["format_rate"], *metrics["outcome_shares"].values()]:
-        assert 0.0 <= value <= 1.0
-    lo, hi = metrics["accuracy"]["ci95"]
-    assert 0.0 <= lo <= metrics["accuracy"]["value"] <= hi <= 1.0
     rows = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
     assert len(rows) == 20
     assert set(rows[0]) == {"id", "category", "prompt", "answer", "response", "correct", "outcome", "parsed"}
+    # every number is the one its graded rows give, exactly
+    correct = sum(r["correct"] for r in rows)
+    ci95 = list(wilson_interval(correct, 20))
+    assert metrics["accuracy"] == {"value": correct / 20, "ci95": ci95, "correct": correct, "n": 20}
+    outcomes = [r["outcome"] for r in rows]
+    assert metrics["outcomes"] == {o: outcomes.count(o) for o in metrics["outcomes"]}
+    assert metrics["outcome_shares"] == {o: n / 20 for o, n in metrics["outcomes"].items()}
+    assert metrics["format_rate"] == sum(o in ("correct", "wrong_answer") for o in outcomes) / 20
     pref = metrics["preference"]
     assert pref["method"] == "implicit_reward" and pref["accuracy"]["n"] == 20
     assert pref["accuracy"]["correct"] == 0 and pref["mean_margin"] == 0.0

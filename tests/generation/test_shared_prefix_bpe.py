@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from posttrainlab.data.step_split import MC_STEP_SPLITS, STEP_SPLITS
 from posttrainlab.generation.shared_prefix import PrefixRequest, encode_prefix, encode_request
 from posttrainlab.generation.transformers_backend import encode_prompt, render_prompt
-from posttrainlab.label.mc import STEP_SPLITS, prefix_text
+from posttrainlab.label.mc import prefix_text
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +25,7 @@ def test_trailing_whitespace_is_the_trap(tokenizer):
     assert encode_prefix(tokenizer, "15.\n\n") == joined[: len(encode_prefix(tokenizer, "15.\n\n"))]
 
 
-@pytest.mark.parametrize("split", sorted(STEP_SPLITS))
+@pytest.mark.parametrize("split", sorted(MC_STEP_SPLITS))
 def test_prefix_tokens_plus_the_rest_are_the_tokens_of_the_joined_text(split, tokenizer, arith_dir):
     from posttrainlab.data.loading import load_split
 

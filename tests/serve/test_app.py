@@ -199,12 +199,13 @@ def test_finish_reason_length_when_max_tokens_is_used_up(tiny_backend):
 
 
 def test_program_judge_plugs_in():
-    program_judge = pytest.importorskip("posttrainlab.serve.program_judge")
-    judge = program_judge.ArithProgramJudge(noise=0.0, seed=0)
-    with TestClient(create_app(judge, "arith-judge", batch_wait_ms=0)) as c:
-        from posttrainlab.eval.judge_client import build_messages
+    """Served, the exact judge lists the deliberately wrong step (203 + 56 is 259) and the answer built on it."""
+    from posttrainlab.eval.judge_client import build_messages
+    from posttrainlab.serve.program_judge import ArithProgramJudge
 
-        messages = build_messages("What is 2 * (3 + 4)?", ["Step 1: 3 + 4 = 7.", "Step 2: 2 * 7 = 12."])
+    judge = ArithProgramJudge(noise=0.0, seed=0)
+    with TestClient(create_app(judge, "arith-judge", batch_wait_ms=0)) as c:
+        messages = build_messages("What is 351 - 148 + 56?", ["351 - 148 = 203", "203 + 56 = 260", "Answer: 260"])
         r = c.post("/v1/chat/completions", json={"model": "arith-judge", "messages": messages, "temperature": 0})
     assert r.status_code == 200, r.text
-    assert isinstance(r.json()["choices"][0]["message"]["content"], str)
+    assert r.json()["choices"][0]["message"]["content"] == '{"hallucination list": ["203 + 56 = 260", "Answer: 260"]}'

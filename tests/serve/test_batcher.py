@@ -168,3 +168,54 @@ def test_seeded_jobs_with_token_ids_share_one_call_each_prompt_with_its_seed():
     assert [s.text for s in results[2][0]] == [f"[5]|s={drawn}|0", f"[5]|s={drawn}|1"]
     assert (greedy["n"], greedy["temperature"], greedy["seeds"]) == (1, 0.0, [0])
     assert [s.text for s in results[3][0]] == ["[6]|s=0|0"] * 3  # one greedy row, copied n times
+
+
+def test_a_cancelled_job_never_reaches_the_backend():
+    import threading
+
+    gate = threading.Event()
+    backend = EchoBackend(gate=gate)
+    batcher = Batcher(backend, max_batch_size=1, wait_ms=0)
+
+    async def main():
+        first = asyncio.ensure_future(batcher.generate(["a"], GREEDY))
+        second = asyncio.ensure_future(batcher.generate(["b"], GREEDY))  # waits: the batch holds one prompt
+        while not backend.started.is_set():
+            await asyncio.sleep(0.01)
+        second.cancel()  # its client is gone
+        gate.set()
+        try:
+            return await asyncio.gather(first, second, return_exceptions=True)
+        finally:
+            await batcher.close()
+
+    results = asyncio.run(main())
+    assert results[0] == [["a|t=0|s=0|0"]] and isinstance(results[1], asyncio.CancelledError)
+    assert [c["prompts"] for c in backend.calls] == [["a"]]
+
+
+def test_a_cancelled_job_leaves_its_running_call_and_the_other_gets_its_answer(tiny_backend):
+    """The transformers backend is decoded step by step (``serve.decode``): a gone job's rows stop at once."""
+    params = SamplingParams(temperature=0.0, max_tokens=60, ignore_eos=True)
+    ids = [tiny_backend.tokenizer(t, add_special_tokens=False)["input_ids"] for t in ("a long answer", "another")]
+    (alone,) = tiny_backend.sample_ids([ids[1]], [0], **params.sampler_kwargs())
+    batcher = Batcher(tiny_backend, wait_ms=50)
+    stats = tiny_backend.stats
+
+    async def main():
+        before = stats.decode_tokens
+        drawn: list = []
+        ticket = batcher.submit(["a long answer"], params, [ids[0]], listener=drawn.extend)
+        other = asyncio.ensure_future(batcher.generate(["another"], params, [ids[1]]))
+        while len(drawn) < 5:
+            await asyncio.sleep(0.001)
+        ticket.cancel()
+        try:
+            return await other, stats.decode_tokens - before, drawn
+        finally:
+            await batcher.close()
+
+    (other,), rows_decoded, drawn = asyncio.run(main())
+    assert batcher.calls == 1 and other[0].tokens == alone[0].tokens  # one call; the other's answer as alone
+    assert all(p == 0 and s == 0 for p, s, _, _ in drawn) and len(drawn) < 30
+    assert rows_decoded < 2 * 59 - 20  # the gone row left the batch: not decoded to the end

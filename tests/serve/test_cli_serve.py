@@ -86,7 +86,6 @@ def test_judge_harness_against_posttrain_serve_then_recompute(tmp_path, tiny_dir
 
 
 def test_program_judge_is_served_under_its_name(monkeypatch, capsys):
-    pytest.importorskip("posttrainlab.serve.program_judge")
     with serving(monkeypatch, "--judge", "arith", "--judge-noise", "0.2") as (url, _app):
         client = openai.OpenAI(base_url=url, api_key="EMPTY", max_retries=0)
         assert [m.id for m in client.models.list().data] == ["arith-judge"]

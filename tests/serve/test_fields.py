@@ -134,6 +134,18 @@ def test_a_message_field_that_would_change_the_rendering_is_refused(echo_client)
     assert r.status_code == 400 and error_of(r)["message"].startswith("messages.0.name: ")
 
 
+@pytest.mark.parametrize("role", ["bogus", "developer", "tool", "User", ""])
+def test_a_role_other_than_system_user_assistant_is_400_naming_the_message(role):
+    echo = EchoBackend()
+    messages = [{"role": "system", "content": "be brief"}, {"role": role, "content": "hi"}]
+    with TestClient(create_app(echo, "m", batch_wait_ms=0)) as client:
+        r = client.post("/v1/chat/completions", json={"model": "m", "messages": messages})
+    error = error_of(r)
+    assert r.status_code == 400 and error["message"].startswith(f"messages.1.role: {role!r} is not supported"), r.text
+    assert error["param"] == "messages" and "system, user, assistant" in error["message"]
+    assert echo.calls == []  # refused before it reached the backend
+
+
 @pytest.mark.parametrize(
     "extra",
     [

@@ -161,7 +161,7 @@ def test_stream_options_it_cannot_honour_are_400(extra, fragment):
 
 
 def test_a_refused_stream_is_an_ordinary_json_error():
-    """Everything is computed before the first event, so an error is the usual 400, not a broken stream."""
+    """A request's checks come before the first event, so a refusal is the usual 400, not a broken stream."""
     with TestClient(create_app(EchoBackend(), "m", batch_wait_ms=0)) as c:
         r = c.post("/v1/completions", json={"model": "m", "prompt": "x", "stream": True, "guided_json": {}})
     assert r.status_code == 400 and r.headers["content-type"] == "application/json"

@@ -131,7 +131,7 @@ def test_a_run_killed_after_sampling_starts_again_with_its_pairs(arith_dir, tiny
         m.setattr(dpo, "build_trainer", killed)
         with pytest.raises(KeyboardInterrupt):
             dpo.train_dpo(recipe(tiny_model, arith_dir, out, *policy), backend=RightThenWrong(split))
-    assert sorted(p.name for p in out.iterdir()) == sorted([PAIRS, SUMMARY, "recipe.yaml"])
+    assert sorted(p.name for p in out.iterdir()) == sorted([PAIRS, SUMMARY, "recipe.yaml", "pairs"])  # pairs/: card
     dpo.train_dpo(recipe(tiny_model, arith_dir, out, *policy), backend=NoBackend())  # not refused, not resampled
     assert json.loads((out / "train_summary.json").read_text())["records"] == 4
 

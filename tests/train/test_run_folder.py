@@ -141,6 +141,7 @@ def test_resume_flag_continues_with_the_new_recipe(capsys, tiny_model, arith_dir
 
 
 def test_overwrite_flag_starts_afresh(capsys, tiny_model, arith_dir, run):
+    earlier_events = sorted((run / "tensorboard").iterdir())
     code, out, err = sft(capsys, tiny_model, arith_dir, run, "optim.learning_rate=0.5", "optim.max_steps=1",
                          flags=("--overwrite",))  # fmt: skip
     assert code == 0, err
@@ -149,6 +150,8 @@ def test_overwrite_flag_starts_afresh(capsys, tiny_model, arith_dir, run):
     assert not (run / "checkpoint-2").exists()  # the earlier run's checkpoints would be resumed from next time
     steps = [json.loads(x)["step"] for x in (run / "train_log.jsonl").read_text().splitlines()]
     assert max(steps) == 1
+    events = sorted((run / "tensorboard").iterdir())  # the new run's curves only
+    assert events and not set(events) & set(earlier_events)
 
 
 def test_resume_and_overwrite_together_are_refused(capsys, tiny_model, arith_dir, run):
@@ -194,3 +197,32 @@ def test_seeds_train_one_folder_per_seed_each_with_the_next_seed(capsys, tiny_mo
     code, stdout, _ = sft(capsys, tiny_model, arith_dir, out, flags=("--seeds", "2"))
     assert code == 0 and "(seed 2/2, optim.seed 1)" in stdout
     assert (summary(out)["recipe"]["optim"]["seed"], summary(tmp_path / "sft-s1")["recipe"]["optim"]["seed"]) == (0, 1)
+
+
+# issue #25: settings no run can train with are refused before anything; TensorBoard logs where the docs say
+
+
+def test_tensorboard_logs_go_to_the_documented_folder(finished):
+    """transformers wrote them to output_dir/runs/<date>_<host>/, a runs/ folder beside the model (train.logs)."""
+    assert not (finished / "runs").exists()
+    assert any(p.name.startswith("events.out.tfevents") for p in (finished / "tensorboard").iterdir())
+
+
+def test_nonsense_settings_are_refused_before_anything_is_written(capsys, tiny_model, arith_dir, tmp_path):
+    """``optim.epochs=-3`` exited 0 with "0 steps ... final loss 0", saved the untouched start model as the result
+    and wrote train_loss 0.0; now it is one line, exit 2, and no folder is made."""
+    out = tmp_path / "new-run"
+    code, _, err = sft(capsys, tiny_model, arith_dir, out, "optim.max_steps=-1", "optim.epochs=-3")
+    assert code == 2 and err.count("\n") == 1 and "optim.epochs=-3.0: must be greater than 0" in err
+    assert not out.exists()
+
+
+def test_a_recipe_built_in_python_is_checked_too(tiny_model, arith_dir, tmp_path):
+    from posttrainlab.train.recipes import OptimConfig, SFTRecipe
+    from posttrainlab.train.sft import train_sft
+
+    recipe = SFTRecipe(model=str(tiny_model), output_dir=str(tmp_path / "run"), optim=OptimConfig(batch_size=0),
+                       dataset=DatasetConfig(path=str(arith_dir)))  # fmt: skip
+    with pytest.raises(BadInput, match=r"^optim\.batch_size=0: must be at least 1$"):
+        train_sft(recipe)
+    assert not (tmp_path / "run").exists()

@@ -69,9 +69,20 @@ def test_sft_masks_the_prompt(arith_dir, tiny_model):
         assert text.startswith(tuple("0123456789")) and "Answer: " in text and "Solve" not in text
 
 
-def test_dpo_trains_against_a_frozen_reference(arith_dir, tiny_model, tmp_path):
-    from posttrainlab.train.dpo import train_dpo
+def test_dpo_trains_against_a_frozen_reference(arith_dir, tiny_model, tmp_path, monkeypatch):
+    """The policy moves; the reference (TRL's own copy of the starting model) does not: after training, every one
+    of its tensors is still exactly the start's."""
+    from posttrainlab.train import dpo
 
+    built = []
+
+    def keep(*args, **kwargs):
+        trainer, n = build(*args, **kwargs)
+        built.append(trainer)
+        return trainer, n
+
+    build = dpo.build_trainer
+    monkeypatch.setattr(dpo, "build_trainer", keep)
     out = tmp_path / "dpo"
     recipe = load_config(
         DPORecipe,
@@ -79,9 +90,13 @@ def test_dpo_trains_against_a_frozen_reference(arith_dir, tiny_model, tmp_path):
         [f"model={tiny_model}", f"output_dir={out}", f"dataset.path={arith_dir}", "dataset.limit=8",
          "optim.max_steps=2", "optim.batch_size=4", "optim.logging_steps=1", "optim.learning_rate=0.01"],
     )  # fmt: skip
-    train_dpo(recipe)
-    assert changed(weights(tiny_model), weights(out)) > 0
+    dpo.train_dpo(recipe)
+    start = weights(tiny_model)
+    assert changed(start, weights(out)) > 0
     finite_log(out, "loss")
+    (trainer,) = built
+    reference = {k: v.detach().cpu() for k, v in trainer.ref_model.state_dict().items()}
+    assert set(start) <= set(reference) and changed(start, reference) == 0
 
 
 def test_grpo_logs_reward_kl_and_the_share_of_flat_groups(arith_dir, tiny_model, tmp_path, monkeypatch):

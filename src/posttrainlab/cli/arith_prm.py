@@ -13,7 +13,8 @@ from pathlib import Path
 
 import typer
 
-from posttrainlab.cli.options import DATA, OUT, THREADS, check_data, check_model, choice
+from posttrainlab.cli.options import DATA, OUT, THREADS, check_data, check_model, choice, out_folder
+from posttrainlab.data.arith.prm_labels import LABEL_MODES, MISSING_ANSWER
 from posttrainlab.models.loading import DTYPES
 
 
@@ -43,7 +44,9 @@ def stats_table(manifest: dict):
 def arith_prm(
     policy: str = typer.Option(..., "--policy", help="Policy to sample: a Hugging Face model folder or Hub id."),
     data: str = typer.Option(..., *DATA, help="arith-v1 folder (posttrain data prepare) or hf:// path."),
-    out: Path = typer.Option(..., *OUT, help="Output folder (replaced atomically; empty or an arith-prm build)."),
+    out: Path = typer.Option(
+        ..., *OUT, parser=out_folder, help="Output folder (replaced atomically; empty or an arith-prm build)."
+    ),
     k: int = typer.Option(4, "--k", help="Solutions sampled per problem."),
     seed: int = typer.Option(0, "--seed", help="Sampling seed (and the held-out corruption seed)."),
     limit: int | None = typer.Option(None, "--limit", help="Use the first N records of every arith-v1 split read."),
@@ -53,6 +56,17 @@ def arith_prm(
     batch_size: int = typer.Option(32, "--batch-size", help="Prompts per generate call."),
     train_prompts: str = typer.Option("rl_train", "--train-prompts", help="arith-v1 splits sampled for train."),
     heldout_prompts: str = typer.Option("dev,validation", "--heldout-prompts", help="Splits sampled for heldout."),
+    labels: choice(LABEL_MODES) = typer.Option(
+        "first-error", "--labels", help="first-error: the step view's cut; every-step: every line (Math-Shepherd view)."
+    ),
+    missing_answer: choice(MISSING_ANSWER) = typer.Option(
+        "last-step", "--missing-answer", help="No answer line: 0 on the last line, or an explicit '(no answer)' step."
+    ),
+    hard_negatives: str = typer.Option(
+        "", "--hard-negatives", help="arith-v1 splits (outside every eval pool) giving near-miss negatives to train."
+    ),
+    hard_negative_limit: int | None = typer.Option(None, "--hard-negative-limit", help="First N records of each."),
+    hard_negatives_per_problem: int = typer.Option(2, "--hard-negatives-per-problem", help="Near-misses per problem."),
     dtype: choice(DTYPES) = typer.Option("float32", "--dtype", help="Weights' dtype (auto: the checkpoint's own)."),
     trust_remote_code: bool = typer.Option(False, "--trust-remote-code", help="Run the model repo's own code."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
@@ -61,16 +75,20 @@ def arith_prm(
     """Sample K solutions per problem, label every step exactly, write the step and Math-Shepherd views."""
     from rich.console import Console
 
+    from posttrainlab.data.arith.prm_labels import ArithPRMOptions
     from posttrainlab.label.arith_prm import build
     from posttrainlab.threads import check_threads, configure_threads
 
     check_threads(threads)  # every check before torch is imported (cli.options)
     check_model(policy, "--policy")
     check_data(data)
-    configure_threads(threads)
 
     def names(text: str) -> tuple[str, ...]:
         return tuple(n.strip() for n in text.split(",") if n.strip())
+
+    options = ArithPRMOptions(labels, missing_answer, list(names(hard_negatives)), hard_negative_limit,
+                              hard_negatives_per_problem).check(names(heldout_prompts))  # fmt: skip
+    configure_threads(threads)
 
     manifest = build(
         policy,
@@ -89,6 +107,7 @@ def arith_prm(
         progress=progress,
         trust_remote_code=trust_remote_code,
         dtype=dtype,
+        options=options,
     )
     console = Console()
     console.print(stats_table(manifest))

@@ -5,7 +5,10 @@
     posttrain eval beam-search --policy P --prm PRM --data DIR:test --out OUT --beams 4 --proposals 4 --limit 20
 
 A thin verb over ``posttrainlab.eval.beam_search.run`` (docs/prm-eval.md "Beam search"); its flags are
-``eval best-of-n``'s where they mean the same. torch is imported inside the verb. ``register(eval_app)``
+``eval best-of-n``'s where they mean the same, and so is the overwrite rule: an ``--out`` holding an earlier
+``beam.json`` or ``outcomes.jsonl`` is refused unless ``--overwrite`` (``cli.options.check_results``). Every input
+is checked before torch is imported (``--prm`` must be a PRM, ``--best-of-n`` a best-of-N output); torch is imported
+inside the verb. ``register(eval_app)``
 adds it to ``posttrain eval``.
 """
 
@@ -14,6 +17,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+
+from posttrainlab.cli.options import (
+    DATA,
+    OUT,
+    OVERWRITE,
+    THREADS,
+    check_model,
+    check_prm,
+    check_results,
+    check_split,
+    out_folder,
+)
 
 
 def _pct(x: float) -> str:
@@ -47,10 +62,8 @@ def beam_table(b: dict):
 def beam_search(
     policy: str = typer.Option(..., "--policy", help="Policy to sample: a Hugging Face model folder or Hub id."),
     prm_model: str = typer.Option(..., "--prm", help="PRM folder (posttrain train prm) or Hub id."),
-    data: str = typer.Option(
-        ..., "--data", "--data-file", help="arith-v1 folder (DIR or DIR:SPLIT; default split test) or file."
-    ),
-    out: Path = typer.Option(..., "--out", "--output-dir", help="Output folder: beam.json, outcomes.jsonl."),
+    data: str = typer.Option(..., *DATA, help="arith-v1 folder (DIR or DIR:SPLIT; default split test) or file."),
+    out: Path = typer.Option(..., *OUT, parser=out_folder, help="Output folder: beam.json, outcomes.jsonl."),
     beams: int = typer.Option(4, "--beams", help="Beams kept per problem (finished ones count)."),
     proposals: int = typer.Option(4, "--proposals", help="One-step continuations each active beam proposes."),
     max_steps: int = typer.Option(8, "--max-steps", help="Rounds (steps) at most; a beam is finished after the last."),
@@ -73,14 +86,27 @@ def beam_search(
     prm_batch_size: int = typer.Option(16, "--prm-batch-size", help="Solutions per PRM forward pass."),
     dtype: str = typer.Option("float32", "--dtype", help="float32, bfloat16, float16 or auto."),
     device: str | None = typer.Option(None, "--device", help="PRM device (default: CUDA when available)."),
-    threads: int | None = typer.Option(None, "--threads", help="torch CPU threads (default: the thread policy)."),
+    threads: int | None = typer.Option(None, *THREADS, help="torch CPU threads (default: the thread policy)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+    overwrite: bool = OVERWRITE,
 ) -> None:
     """Step-level beam search guided by the PRM; accuracy, votes, and tokens per problem beside best-of-n's."""
     from rich.console import Console
 
-    from posttrainlab.threads import configure_threads
+    from posttrainlab.eval.beam import BeamSettings
+    from posttrainlab.eval.beam_search import OUTPUTS, check_search
+    from posttrainlab.threads import check_threads, configure_threads
 
+    # every check before torch is imported (cli.options), in run's order: settings, --out, models, data
+    settings = BeamSettings(beams, proposals, max_steps, max_new_tokens, max_step_tokens, aggregation, distinct)
+    check_search(settings, temperature=temperature, top_p=top_p, limit=limit, prm_batch_size=prm_batch_size)
+    check_results(out, OUTPUTS, overwrite)
+    check_threads(threads)
+    check_model(policy, "--policy")
+    check_prm(prm_model)
+    check_split(data, None, default="test")
+    if best_of_n is not None:
+        _check_best_of_n(best_of_n, data, limit)
     configure_threads(threads)
     from posttrainlab.eval.beam_search import run
 
@@ -102,6 +128,19 @@ def beam_search(
         highlight=False,
     )
     console.print(f"wrote {out / 'beam.json'} and {out / 'outcomes.jsonl'}", highlight=False)
+
+
+def _check_best_of_n(folder: Path, data: str, limit: int | None) -> None:
+    """``--best-of-n`` must be a best-of-N output holding some of the problems searched (``best_of_n_samples``)."""
+    from posttrainlab.errors import BadInput
+    from posttrainlab.eval.beam_search import best_of_n_samples
+    from posttrainlab.eval.best_of_n import read_problems
+
+    _, records = read_problems(data, None, limit)
+    try:
+        best_of_n_samples(folder, [str(r["id"]) for r in records])
+    except BadInput as e:
+        raise BadInput(f"--best-of-n {e}") from None
 
 
 def register(eval_app: typer.Typer) -> None:

@@ -7,7 +7,10 @@
 A and B are ``eval policy`` folders (their ``samples.jsonl``) or JSON Lines files of ``id, category,
 correct`` rows covering the same problems. The paired difference B − A with Newcombe's 95% interval
 and McNemar's exact p, overall and per category, come from ``posttrainlab.eval.compare``
-(docs/metrics.md "Paired comparison"). Nothing here imports torch. ``register(eval_app)`` adds the verb.
+(docs/metrics.md "Paired comparison"); when both hold samples (``eval policy --samples K``), pass@1 and maj@K are
+paired too (``eval.sampled_compare``). An ``--out`` holding an earlier ``compare.json`` is refused unless
+``--overwrite``, as every eval verb does (``cli.options.check_results``). Nothing here imports torch.
+``register(eval_app)`` adds the verb.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import typer
+
+from posttrainlab.cli.options import OUT, OVERWRITE, check_results, out_folder
 
 
 def compare_table(result: dict[str, Any]):
@@ -44,20 +49,37 @@ def compare_table(result: dict[str, Any]):
     return table
 
 
+def sampled_lines(sampled: dict[str, Any] | None) -> list[str]:
+    """pass@1 and maj@K, B − A overall, one line each (``eval.sampled_compare``); none without samples."""
+    from posttrainlab.eval.compare import describe, p_value, points
+
+    if not sampled:
+        return []
+    s = sampled["pass_at_1"]["overall"]
+    lines = [f"sampled pass@1 B − A = {points(s['diff'], s['ci'])} points (paired t-test p {p_value(s['p'])})"]
+    if sampled["maj_at_k"] is not None:
+        lines.append(describe("maj@K B − A", sampled["maj_at_k"]["overall"]))
+    return lines
+
+
 def compare(
     a: Path = typer.Argument(..., help="A: an eval policy folder or a JSONL file of id, category, correct rows."),
     b: Path = typer.Argument(..., help="B: the same, for the same problems."),
-    out: Path | None = typer.Option(None, "--out", "--output-dir", help="Folder to write compare.json into."),
+    out: Path | None = typer.Option(None, *OUT, parser=out_folder, help="Folder to write compare.json into."),
     as_json: bool = typer.Option(False, "--json", help="Print compare.json to stdout instead of the table."),
+    overwrite: bool = OVERWRITE,
 ) -> None:
     """Paired comparison of two evaluations: B − A with a 95% interval and McNemar's exact p, per category."""
-    from posttrainlab.errors import BadInput
     from posttrainlab.eval.compare import comparison, describe, verdict
     from posttrainlab.provenance import provenance
 
-    if out is not None and out.exists() and not out.is_dir():
-        raise BadInput(f"{out}: exists and is not a folder")
+    if out is not None:  # --out itself is checked as it is parsed (cli.options.out_folder)
+        check_results(out, "compare.json", overwrite)
     result = {**comparison(a, b), "provenance": provenance()}
+    from posttrainlab.eval.sampled_compare import has_samples, sampled_comparison
+
+    if has_samples(a) and has_samples(b):  # both evaluated with --samples K: pass@1 and maj@K paired too
+        result["sampled"] = sampled_comparison(a, b)
     text = json.dumps(result, indent=2, ensure_ascii=False) + "\n"
     if out is not None:
         from posttrainlab.data.atomic import write_text
@@ -71,6 +93,8 @@ def compare(
     console = Console()
     console.print(compare_table(result))
     console.print(describe("B − A overall", result["overall"]) + ". " + verdict(result), highlight=False)
+    for line in sampled_lines(result.get("sampled")):
+        console.print(line, highlight=False)
     if out is not None:
         console.print(f"wrote {out / 'compare.json'}", highlight=False)
 

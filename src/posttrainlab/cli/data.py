@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from posttrainlab.cli.options import OUT
+from posttrainlab.cli.options import OUT, out_folder
 from posttrainlab.data.arith.splits import LATEST, VERSIONS
 from posttrainlab.errors import BadInput, PosttrainError
 
@@ -48,7 +48,9 @@ def prepare(
     # --dataset and --version stay text options: their refusals name the dataset ("unknown arith-v1 version")
     dataset: str = typer.Option("arith-v1", help="Dataset to build (only arith-v1 is generated locally)."),
     version: str = typer.Option(LATEST, help=f"Release to build: one of {', '.join(VERSIONS)}."),
-    out: Path = typer.Option(DEFAULT_OUT, *OUT, help="Output folder (replaced atomically; must be empty or a build)."),
+    out: Path = typer.Option(
+        DEFAULT_OUT, *OUT, parser=out_folder, help="Output folder (replaced atomically; must be empty or a build)."
+    ),
     check: bool = typer.Option(
         False,
         "--check",
@@ -84,17 +86,18 @@ def prepare(
 
 
 @data_app.command("verify")
-def verify(folder: Path = typer.Argument(..., help="A dataset folder with manifest.json.")) -> None:
-    """Re-hash every file of FOLDER against FOLDER/manifest.json."""
-    from posttrainlab.data.manifest import load_manifest, verify_dir
+def verify(folder: Path = typer.Argument(..., help="A dataset folder with manifest.json or a dataset card.")) -> None:
+    """Re-hash every file of FOLDER against FOLDER/manifest.json and its card's Files table (README.md)."""
+    from posttrainlab.data.cards.kinds import verify_folder
 
-    problems = verify_dir(folder)
+    checked, problems = verify_folder(folder)
     for p in problems:
         typer.echo(f"FAIL {p}", err=True)
     if problems:
-        raise BadInput(f"{folder}: {len(problems)} file(s) do not match manifest.json ({problems[0]})")
-    n = len(load_manifest(folder)["files"])
-    typer.echo(f"{folder}: all {n} files match manifest.json")
+        n = len({p.path for p in problems})
+        raise BadInput(f"{folder}: {n} file(s) do not match their recorded hashes ({problems[0]})")
+    for line in checked:
+        typer.echo(f"{folder}: {line}")
 
 
 # convert / validate / stats / join for the step-level formats (docs/formats.md)
@@ -107,3 +110,6 @@ _register_pipeline(data_app)
 from posttrainlab.cli.arith_prm import register as _register_arith_prm  # noqa: E402
 
 _register_arith_prm(data_app)
+from posttrainlab.cli.cards import register as _register_cards  # noqa: E402
+
+_register_cards(data_app)

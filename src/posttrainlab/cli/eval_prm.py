@@ -14,7 +14,18 @@ from pathlib import Path
 
 import typer
 
-from posttrainlab.cli.options import DATA, OUT, OVERWRITE, THREADS, check_data, check_model, check_results, choice
+from posttrainlab.cli.options import (
+    DATA,
+    OUT,
+    OVERWRITE,
+    THREADS,
+    check_data,
+    check_model,
+    check_prm,
+    check_results,
+    choice,
+    out_folder,
+)
 from posttrainlab.data.formats import STEP_FORMATS
 from posttrainlab.eval.best_of_n import AGGREGATIONS
 from posttrainlab.models.loading import DTYPES
@@ -64,7 +75,9 @@ def prm(
     data: str = typer.Option(
         ..., *DATA, help="Step-level file (.jsonl/.json/.parquet), hf:// path, or arith-prm DIR[:SPLIT]."
     ),
-    out: Path = typer.Option(..., *OUT, help="Output folder for metrics.json, scores.jsonl, reliability.png."),
+    out: Path = typer.Option(
+        ..., *OUT, parser=out_folder, help="Output folder for metrics.json, scores.jsonl, reliability.png."
+    ),
     threshold: float = typer.Option(0.5, "--threshold", help="A step is predicted wrong when its score is below."),
     batch_size: int = typer.Option(16, "--batch-size", help="Solutions per PRM forward pass."),
     fmt: choice(STEP_FORMATS) | None = typer.Option(
@@ -85,7 +98,7 @@ def prm(
 
     check_results(out, "metrics.json", overwrite)  # every check before torch is imported (cli.options)
     check_threads(threads)
-    check_model(model)
+    check_prm(model, "--model")
     check_data(data)
     configure_threads(threads)
 
@@ -131,7 +144,9 @@ def best_of_n(
     policy: str = typer.Option(..., "--policy", help="Policy to sample: a Hugging Face model folder or Hub id."),
     prm_model: str = typer.Option(..., "--prm", help="PRM folder (posttrain train prm) or Hub id."),
     data: str = typer.Option(..., *DATA, help="arith-v1 folder (DIR or DIR:SPLIT; default split test) or file."),
-    out: Path = typer.Option(..., *OUT, help="Output folder: bon.json, samples.jsonl (cache), best_of_n.png."),
+    out: Path = typer.Option(
+        ..., *OUT, parser=out_folder, help="Output folder: bon.json, samples.jsonl (cache), best_of_n.png."
+    ),
     n: int = typer.Option(16, "--n", help="Samples per problem (drawn once)."),
     ns: str | None = typer.Option(
         None, "--ns", help="n values to report, e.g. 1,2,4,8,16 (default: powers of 2 up to --n, and --n)."
@@ -164,7 +179,7 @@ def best_of_n(
     check_results(out, "bon.json", overwrite)
     check_threads(threads)
     check_model(policy, "--policy")
-    check_model(prm_model, "--prm")
+    check_prm(prm_model)  # a policy folder as --prm: refused now, not after the sampling
     check_data(data)
     configure_threads(threads)
 

@@ -3,6 +3,7 @@
     posttrain eval policy --model runs/sft/final --data data/arith-v1 --out runs/sft/eval
     posttrain eval policy --model runs/dpo/final --ref-model runs/sft/final --data data/arith-v1 --out runs/dpo/eval
     posttrain eval policy --model M --data data/arith-v1:dev --out E --k 8 --temperature 0.8 --limit 100
+    posttrain eval policy --model M --data data/arith-v1:dev --out E --samples 8   # greedy + pass@1, maj@8 at T 1.0
 
 Thin verbs: parse flags, call ``posttrainlab.eval.policy``, print a short table. torch and
 transformers are imported inside the verb, so ``posttrain --help`` stays fast.
@@ -24,6 +25,8 @@ from posttrainlab.cli.options import (
     check_results,
     check_split,
     choice,
+    out_file,
+    out_folder,
 )
 from posttrainlab.eval.judge import OnInvalid
 from posttrainlab.models.loading import DTYPES
@@ -72,6 +75,14 @@ def summary_lines(metrics: dict) -> list[str]:
             f"preference accuracy ({pref['method']}, n={acc['n']}): {_pct(acc['value'])} "
             f"[{_pct(lo)} - {_pct(hi)}]; {per}"
         )
+    sampled = metrics.get("sampled")
+    if sampled:
+        p1, maj = sampled["pass_at_1"], sampled["maj_at_k"]
+        lines.append(
+            f"sampled (K={sampled['n_samples']}, T={sampled['temperature']:g}): pass@1 {_pct(p1['value'])} "
+            f"[{_pct(p1['ci95'][0])} - {_pct(p1['ci95'][1])}], maj@{maj['k']} {_pct(maj['value'])} "
+            f"[{_pct(maj['ci95'][0])} - {_pct(maj['ci95'][1])}]; samples' format rate {_pct(sampled['format_rate'])}"
+        )
     gen = metrics["generation"]
     if gen.get("requests_per_s"):
         lines.append(f"generation: {gen['seconds']:.1f} s, {gen['requests_per_s']:.1f} requests/s")
@@ -82,14 +93,22 @@ def summary_lines(metrics: dict) -> list[str]:
 def policy(
     model: str = typer.Option(..., "--model", help="Policy: a local Hugging Face model folder or a Hub id."),
     data: str = typer.Option(..., *DATA, help="Dataset folder (DIR or DIR:SPLIT), split file, or hf://… path."),
-    out: Path = typer.Option(..., *OUT, help="Output folder for metrics.json and samples.jsonl."),
+    out: Path = typer.Option(..., *OUT, parser=out_folder, help="Output folder for metrics.json and samples.jsonl."),
     split: str | None = typer.Option(
         None, "--split", help="Split to evaluate (default: the one in --data, else test)."
     ),
     limit: int | None = typer.Option(None, "--limit", help="Evaluate the first N problems (and preference pairs)."),
-    k: int = typer.Option(1, "--k", help="pass@k: with k > 1, also draw samples at --temperature (1.0 if 0)."),
-    n_samples: int | None = typer.Option(None, "--n-samples", help="Samples per problem for pass@k (default: k)."),
+    k: int = typer.Option(1, "--k", help="pass@k from the --samples (k > 1; --samples defaults to k)."),
+    n_samples: int | None = typer.Option(
+        None,
+        "--samples",
+        "--n-samples",
+        help="K > 1 samples per problem beside the greedy answer: pass@1 (mean over K) and maj@K (default: --k).",
+    ),
     temperature: float = typer.Option(0.0, "--temperature", help="0 is greedy."),
+    sample_temperature: float | None = typer.Option(
+        None, "--sample-temperature", help="Temperature of the --samples (default: --temperature, 1.0 if that is 0)."
+    ),
     top_p: float = typer.Option(1.0, "--top-p", help="Nucleus sampling threshold (when temperature > 0)."),
     batch_size: int = typer.Option(32, "--batch-size", help="Prompts per generate call / pairs per forward pass."),
     max_new_tokens: int = typer.Option(64, "--max-new-tokens", help="Longest response, in tokens."),
@@ -134,6 +153,7 @@ def policy(
         k=k,
         n_samples=n_samples,
         temperature=temperature,
+        sample_temperature=sample_temperature,
         top_p=top_p,
         seed=seed,
         preference_split=None if preference_split.lower() == "none" else preference_split,
@@ -213,7 +233,9 @@ def judge(
     max_samples: int | None = typer.Option(
         None, "--max-samples", help="Judge the first N rows only: a smoke run, marked as such."
     ),
-    output_dir: Path = typer.Option(Path("test_result"), *OUT, help="Where <run>.jsonl and metrics go."),
+    output_dir: Path = typer.Option(
+        Path("test_result"), *OUT, parser=out_folder, help="Where <run>.jsonl and metrics go."
+    ),
     on_invalid: OnInvalid = typer.Option(
         "abort", "--on-invalid", help="A row with no valid answer after 4 tries: abort the run, or record it as failed."
     ),
@@ -280,7 +302,8 @@ def judge_summary(
     accept_mismatch: bool = typer.Option(
         False, "--accept-mismatch", help="Average runs whose test_data_size or data differ, or smoke runs."
     ),
-    out: Path | None = typer.Option(None, "--out", help="Also write the summary as JSON here."),
+    out: Path | None = typer.Option(None, "--out", parser=out_file, help="Also write the summary as JSON here."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an earlier summary at --out."),
 ) -> None:
     """Mean ± std (sample, n - 1) of judge metrics over runs; refuses mismatched runs unless told."""
     import json
@@ -292,6 +315,8 @@ def judge_summary(
     from posttrainlab.errors import BadInput
     from posttrainlab.eval.judge_metrics import summarize_runs
 
+    if out is not None:
+        check_results(out.parent, out.name, overwrite)
     runs = []
     for f in files:
         try:

@@ -23,6 +23,7 @@ from typing import Annotated, Any
 
 import typer
 
+from posttrainlab.cli.options import out_file
 from posttrainlab.data.formats import FORMATS
 from posttrainlab.errors import BadInput
 
@@ -57,7 +58,9 @@ convert_app = typer.Typer(
     no_args_is_help=True,
 )
 
-Out = Annotated[Path, typer.Option("--out", help="Output file, .jsonl or .parquet (written atomically).")]
+Out = Annotated[
+    Path, typer.Option("--out", parser=out_file, help="Output file, .jsonl or .parquet (written atomically).")
+]
 Source = Annotated[
     str,
     typer.Argument(metavar="FILE", help="A .jsonl, .json or .parquet file, or hf://owner/name/CONFIG:SPLIT."),
@@ -270,7 +273,9 @@ def _show(key: str, value: Any) -> str:
 def join(
     step: Annotated[str, typer.Option("--step", help="SHARP step view (question, steps, step_labels).")],
     span: Annotated[str, typer.Option("--span", help="The matching span view, row i = the same solution.")],
-    out: Annotated[Path | None, typer.Option("--out", help="Also write the joined rows (.jsonl or .parquet).")] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", parser=out_file, help="Also write the joined rows (.jsonl or .parquet).")
+    ] = None,
     text_only: Annotated[bool, typer.Option("--text-only", help="Check questions and steps, not labels.")] = False,
 ) -> None:
     """Read a SHARP step file and its span file by position; check each pair is the same solution."""

@@ -18,11 +18,12 @@ from pathlib import Path
 
 import typer
 
+from posttrainlab.cli.options import check_out
 from posttrainlab.cli.settings import check_choices, flag_overrides, hide_secrets, settings_help
+from posttrainlab.data.step_split import MC_STEP_SPLITS
 from posttrainlab.generation.factory import BACKENDS
 from posttrainlab.label.mc.config import OUTPUT_FORMATS, SEARCHES, MCRunConfig
 from posttrainlab.label.mc.judge import MODES
-from posttrainlab.label.mc.steps import STEP_SPLITS
 from posttrainlab.models.loading import DTYPES
 from posttrainlab.threads import configure_threads
 
@@ -51,7 +52,7 @@ def _print_table(stats: dict, title: str) -> None:
 MC_CHOICES = {
     "backend": BACKENDS,
     "search": SEARCHES,
-    "step_split": STEP_SPLITS,
+    "step_split": MC_STEP_SPLITS,
     "formats": OUTPUT_FORMATS,
     "judge_relabel": MODES,
     "dtype": DTYPES,
@@ -78,6 +79,7 @@ def mc(
     from posttrainlab.config import load_config, to_yaml
 
     cfg = load_config(MCRunConfig, config, flag_overrides(MCRunConfig, settings or [], command="posttrain label mc"))
+    check_choices(cfg, MC_CHOICES)  # with MCRunConfig.check (load_config): --print-config shows no impossible value
     if print_config:
         typer.echo(to_yaml(hide_secrets(cfg)), nl=False)
         return
@@ -90,8 +92,7 @@ def _label(cfg: MCRunConfig) -> None:
     from posttrainlab.label.mc import load_problems, parse_shard, run_mc
 
     cfg.check_paths()
-    check_choices(cfg, MC_CHOICES)  # before any data is read (a bad --dtype would otherwise wait for torch)
-    cfg.check()
+    check_out(cfg.out)  # a file in the path, an unwritable place: refused before any rollout (cli.options)
     shard = parse_shard(cfg.shard)
     problems = load_problems(cfg.data, split=cfg.split, limit=cfg.limit, grader=cfg.grader, step_split=cfg.step_split)
     relabeler = None

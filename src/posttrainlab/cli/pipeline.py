@@ -22,10 +22,10 @@ from typing import Annotated
 
 import typer
 
-from posttrainlab.cli.options import CONCURRENCY, DATA, OUT, THREADS, check_data, check_model, choice
+from posttrainlab.cli.options import CONCURRENCY, DATA, OUT, THREADS, check_data, check_model, choice, out_folder
+from posttrainlab.data.step_split import GENERATE_STEP_SPLITS
 from posttrainlab.errors import BadInput
 from posttrainlab.generation.factory import BACKENDS
-from posttrainlab.label.generate import STEP_SPLITS
 from posttrainlab.label.sharp_build import SELECTIONS
 from posttrainlab.progress import progress_bar
 from posttrainlab.threads import configure_threads
@@ -53,7 +53,9 @@ def generate(
     data: Annotated[
         str, typer.Option(*DATA, help="DIR:SPLIT of a dataset (arith-v1), or a .jsonl/.json/.parquet/hf:// file.")
     ],
-    out: Annotated[Path, typer.Option(*OUT, help="Output folder: generations.jsonl, generate.json.")],
+    out: Annotated[
+        Path, typer.Option(*OUT, parser=out_folder, help="Output folder: generations.jsonl, generate.json.")
+    ],
     k: Annotated[int, typer.Option("--k", help="Independent samples per problem (SHARP: 4).")] = 4,
     backend: Annotated[
         choice(BACKENDS), typer.Option("--backend", help="Sampling backend (openai: a served model at --model-url).")
@@ -68,7 +70,7 @@ def generate(
     limit: Annotated[int | None, typer.Option("--limit", help="The first N problems only.")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Sampling seed.")] = 0,
     step_split: Annotated[
-        choice(STEP_SPLITS),
+        choice(GENERATE_STEP_SPLITS),
         typer.Option("--step-split", help="auto (blank lines when present, else lines), blank or lines."),
     ] = "auto",
     system_prompt: Annotated[
@@ -125,7 +127,9 @@ def annotate(
     data: Annotated[
         str, typer.Option(*DATA, help="posttrain generate's folder or file, or a span-view file to re-annotate.")
     ],
-    out: Annotated[Path, typer.Option(*OUT, help="Output folder: annotations.jsonl and sharp/ (the views).")],
+    out: Annotated[
+        Path, typer.Option(*OUT, parser=out_folder, help="Output folder: annotations.jsonl and sharp/ (the views).")
+    ],
     model_url: Annotated[
         str, typer.Option("--model-url", help="OpenAI-compatible endpoint.")
     ] = "http://127.0.0.1:8000/v1",
@@ -179,13 +183,18 @@ def annotate(
             err=True,
         )
     if views:
-        _build(run.records, out / "sharp", select, test_share, seed)
+        _build(run.records, out / "sharp", select, test_share, seed, upstream=out)
 
 
-def _build(records: list[dict], out: Path, select: str, test_share: float, seed: int) -> None:
+def _build(
+    records: list[dict], out: Path, select: str, test_share: float, seed: int, upstream: Path | None = None
+) -> None:
+    """Build the SHARP views; their card names the policy and judge of the annotation run's card in ``upstream``."""
+    from posttrainlab.data.cards.kinds import upstream_provenance
     from posttrainlab.label.sharp_build import build_sharp
 
-    summary = build_sharp(records, out, selection=select, test_share=test_share, seed=seed)
+    provenance = upstream_provenance(upstream)
+    summary = build_sharp(records, out, selection=select, test_share=test_share, seed=seed, provenance=provenance)
     for split in ("all", "train", "test"):
         s = summary["splits"][split]
         hist = " ".join(f"{k}:{v}" for k, v in s["first_error_histogram"].items()) or "-"
@@ -195,7 +204,7 @@ def _build(records: list[dict], out: Path, select: str, test_share: float, seed:
         )
     for warning in summary["warnings"]:
         typer.echo(f"warning: {warning}", err=True)
-    typer.echo(f"wrote {out}/{{all,train,test}}/{{span,step,meta}}.jsonl and {out}/summary.json")
+    typer.echo(f"wrote {out}/{{all,train,test}}/{{span,step,meta}}.jsonl, {out}/summary.json and {out}/README.md")
 
 
 def sharp_build(
@@ -203,7 +212,10 @@ def sharp_build(
         Path, typer.Option("--annotations", help="annotations.jsonl of posttrain annotate (or its folder).")
     ],
     out: Annotated[
-        Path, typer.Option(*OUT, help="Output folder: new, empty or an earlier sharp-build output (replaced whole).")
+        Path,
+        typer.Option(
+            *OUT, parser=out_folder, help="Output folder: new, empty or an earlier sharp-build output (replaced whole)."
+        ),
     ],
     select: Select = "all",
     test_share: TestShare = 0.1,
@@ -213,7 +225,7 @@ def sharp_build(
     from posttrainlab.label.sharp_build import load_records
 
     _check_split(select, test_share)
-    _build(load_records(annotations), out, select, test_share, seed)
+    _build(load_records(annotations), out, select, test_share, seed, upstream=annotations)
 
 
 def agree(

@@ -1,4 +1,4 @@
-"""``posttrain train {sft,dpo,grpo,prm} --config FILE.yaml [--resume | --overwrite] [--print-config] [key=value ...]``.
+"""``posttrain train {sft,dpo,grpo,rft,prm} --config FILE.yaml [--resume | --overwrite] [--print-config] [key=value]``.
 
 A run whose output_dir holds an earlier run resumes from its last checkpoint and says so in one line. When the
 earlier run's ``recipe.yaml`` differs in more than its length (``optim.max_steps``, ``optim.epochs``; see
@@ -22,7 +22,8 @@ from posttrainlab.errors import BadInput
 from posttrainlab.train.prm_recipe import FORMATS, HEADS, SUPERVISION
 
 train_app = typer.Typer(
-    help="Post-train a policy with SFT, DPO or GRPO (on TRL), or train a process reward model.", no_args_is_help=True
+    help="Post-train a policy with SFT, DPO, GRPO or RFT (on TRL), or train a process reward model.",
+    no_args_is_help=True,
 )
 
 CONFIG = typer.Option(
@@ -64,8 +65,8 @@ VERBOSE = typer.Option(
 
 
 def preflight(method: str, recipe, how: str) -> None:
-    """The trainers' own checks that need no torch, run before the trainer module imports it: the run folder
-    (``train.common.check_run``, which writes nothing), the recipe's choices, the model folders, the data.
+    """The trainers' own checks that need no torch, run before the trainer module imports it: the recipe's values
+    and the run folder (``train.common.check_run``, which writes nothing), the model folders, the data.
 
     A typo in a path or a choice is refused in a fraction of a second instead of after the ~2-8 s import of
     torch/TRL. The trainer repeats the checks; reading arith-v1's split twice costs milliseconds. The arith-v1 split
@@ -76,13 +77,7 @@ def preflight(method: str, recipe, how: str) -> None:
     from posttrainlab.cli.options import check_data
     from posttrainlab.train.common import check_model, check_run, load_records
 
-    check_run(recipe, how)
-    if hasattr(recipe, "check"):
-        recipe.check()
-    if method == "dpo":
-        from posttrainlab.label.policy_pairs import check_preference
-
-        check_preference(recipe.preference)
+    check_run(recipe, how)  # the recipe's values (config.check_settings), then the run folder
     if recipe.trainer_args:  # checking the keys needs the trainer's config class (TRL: torch); paid only when set
         check_trainer_args(method, recipe)
     check_model(recipe.model)
@@ -95,19 +90,16 @@ def preflight(method: str, recipe, how: str) -> None:
         load_records(recipe.dataset)
 
 
-#: each method's TRL / transformers config class, whose fields ``trainer_args`` may set
-CONFIG_CLASSES = {"sft": "trl.SFTConfig", "dpo": "trl.DPOConfig", "grpo": "trl.GRPOConfig",
-                  "prm": "transformers.TrainingArguments"}  # fmt: skip
-
-
 def check_trainer_args(method: str, recipe) -> None:
-    """``trainer_args`` keys the config class lacks, or that a recipe field sets: one line (``trainer_kwargs``)."""
+    """``trainer_args`` keys the config class lacks, or that a recipe field sets: one line (``trainer_kwargs``).
+
+    The config class is the trainer module's own (``posttrainlab.train.<method>.config_class``)."""
     import importlib
 
     from posttrainlab.train.common import trainer_kwargs
 
-    module, name = CONFIG_CLASSES[method].rsplit(".", 1)
-    trainer_kwargs(getattr(importlib.import_module(module), name), recipe, {})
+    trainer = importlib.import_module(f"posttrainlab.train.{method}")
+    trainer_kwargs(trainer.config_class(), recipe, {})
 
 
 def _run(method: str, config: Path, overrides: list[str] | None, resume: bool, overwrite: bool, show: bool,
@@ -138,6 +130,8 @@ def _run(method: str, config: Path, overrides: list[str] | None, resume: bool, o
         from posttrainlab.train.dpo import train_dpo as train
     elif method == "grpo":
         from posttrainlab.train.grpo import train_grpo as train
+    elif method == "rft":
+        from posttrainlab.train.rft import train_rft as train
     else:
         from posttrainlab.train.prm import train_prm as train
     for k, run in enumerate(runs):
@@ -165,6 +159,13 @@ def grpo(config: Path = CONFIG, overrides: list[str] = OVERRIDES, resume: bool =
          print_config: bool = PRINT, verbose: bool = VERBOSE, seeds: int = SEEDS):  # fmt: skip
     """GRPO with arith-grader rewards (correctness + weighted format)."""
     _run("grpo", config, overrides, resume, overwrite, print_config, verbose, seeds)
+
+
+@train_app.command("rft")
+def rft(config: Path = CONFIG, overrides: list[str] = OVERRIDES, resume: bool = RESUME, overwrite: bool = OVERWRITE,
+        print_config: bool = PRINT, verbose: bool = VERBOSE, seeds: int = SEEDS):  # fmt: skip
+    """Rejection-sampling fine-tuning (expert iteration): keep the policy's right answers (or exactly right steps)."""
+    _run("rft", config, overrides, resume, overwrite, print_config, verbose, seeds)
 
 
 PRM_HELP = (

@@ -37,16 +37,40 @@ def folder_files(folder: str | os.PathLike) -> list[str]:
     return sorted(p.relative_to(folder).as_posix() for p in found)
 
 
+def check_writable(path: str | os.PathLike, *, file: bool = False) -> Path:
+    """``path`` when a command can write there: a folder (``file``: a file) that exists or can be created.
+
+    Checked before any work, so that a run never fails at its last step, its results lost (docs/faults.md
+    "Output paths"): an empty path (``""``, which ``Path`` would read as the current folder), a file where the
+    folder, or one of its parents, should be, a folder where the file should be, and a place nothing can be written
+    to (a read-only or virtual file system, ``/proc``; a folder without write permission) are ``BadInput``. The
+    last is found by trying: an empty folder is made, then removed, in the nearest folder that exists (``path``
+    itself when it is one), as permission bits do not tell for root or for ``/proc``.
+    """
+    if isinstance(path, str) and not path:
+        raise BadInput(f"empty path: name a {'file' if file else 'folder'} ('.' is the current folder)")
+    path = Path(path)
+    if path.exists() and path.is_dir() == file:
+        raise BadInput(f"{path}: is a folder, not a file" if file else f"{path}: exists and is not a folder")
+    where = path if path.is_dir() else next(p for p in path.parents if p.exists() or p.is_symlink())
+    if not where.is_dir():
+        raise BadInput(f"{path}: {where} is a file, not a folder")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".posttrain-check-", dir=where))
+    except OSError as e:
+        raise BadInput(f"{path}: cannot write in {where} ({e.strerror or e})") from None
+    return path
+
+
 def check_output_folder(out: str | os.PathLike, is_own: Callable[[str], bool], *, what: str) -> Path:
     """``out`` when it is absent, holds no file, or only files ``is_own`` accepts; else ``BadInput``.
 
     ``is_own`` gets each file's path relative to ``out`` (``sub/name.ext``) and says whether the
     command wrote it (an earlier output, which it may replace). ``what`` names that output in the
-    message ("arith-v1 build"). The refusal names the first few foreign files.
+    message ("arith-v1 build"). The refusal names the first few foreign files. ``out`` must be a place that
+    can be written (``check_writable``).
     """
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise BadInput(f"{out}: exists and is not a folder")
+    out = check_writable(out)
     if not out.is_dir():
         return out
     foreign = [rel for rel in folder_files(out) if not is_own(rel)]

@@ -6,7 +6,7 @@ The SHARP card reports "per-step agreement with an independent annotator" as Coh
 step_labels``), or one of each (the span file is converted to the step view first).
 
 Definitions (pure functions below, hand-computed tests in ``tests/label/sharp/test_agreement.py`` and
-``tests/eval/test_agreement.py``):
+``tests/eval/test_agreement_kappa.py``):
 
 - **Cohen's kappa** over paired labels of any number of classes: ``kappa = (p_o - p_e) / (1 - p_e)``
   with ``p_o`` the share of pairs that agree and ``p_e = sum_k p_ak p_bk`` the agreement expected by
@@ -21,8 +21,10 @@ Definitions (pure functions below, hand-computed tests in ``tests/label/sharp/te
 - **Span F1** (character level): the characters each annotation marks, pooled over rows:
   ``F1 = 2 |A ∩ B| / (|A| + |B|)``, symmetric in A and B; precision ``|A ∩ B| / |B|`` and recall
   ``|A ∩ B| / |A|`` read A as the reference. Span view: the characters inside the ``<HAL>`` spans.
-  Step view (no spans): the characters of the steps labelled 0 among the compared steps. ``None`` when
-  neither annotation marks a character (perfect agreement on "nothing", but no ratio to report).
+  Step view (no spans): the characters of the steps labelled 0 among the compared steps. The three ratios
+  are ``eval.counts.Confusion``'s (``tp = |A ∩ B|``, ``fp = |B| - tp``, ``fn = |A| - tp``) with one
+  difference: a ratio whose denominator is 0 is ``None`` here, not ``eval.counts``' 0.0 (``F1`` is ``None``
+  when neither annotation marks a character: perfect agreement on "nothing", but no ratio to report).
 - **Solution level**: kappa of "the solution has an error", and the share of rows whose first error
   (the first 0, ``data.formats.step.first_error``; none for a sound row) is the same step.
 
@@ -44,6 +46,7 @@ from typing import Any
 from posttrainlab.data.formats.hal import Span, piece_bounds
 from posttrainlab.data.formats.sharp import STEP_SEP, span_piece_labels, span_to_step
 from posttrainlab.data.formats.step import first_error
+from posttrainlab.eval.counts import Confusion
 
 
 class MisalignedRows(ValueError):
@@ -103,13 +106,14 @@ def span_overlap(a: Sequence[Sequence[Span]], b: Sequence[Sequence[Span]]) -> di
     for sa, sb in zip(a, b, strict=True):
         ca, cb = marked_chars(sa), marked_chars(sb)
         na, nb, both = na + len(ca), nb + len(cb), both + len(ca & cb)
+    counts = Confusion(tp=both, fp=nb - both, fn=na - both)  # A is the reference: B's marks are the predictions
     return {
         "chars_a": na,
         "chars_b": nb,
         "chars_both": both,
-        "precision": both / nb if nb else None,
-        "recall": both / na if na else None,
-        "f1": 2 * both / (na + nb) if na + nb else None,
+        "precision": counts.precision if nb else None,  # None, not eval.counts' 0.0, on a zero denominator
+        "recall": counts.recall if na else None,
+        "f1": counts.f1 if na + nb else None,
     }
 
 

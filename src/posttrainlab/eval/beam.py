@@ -13,7 +13,8 @@ arith-v1's steps, one line each:
 2. The PRM scores every candidate (its beam's steps plus the new one; steps = the non-empty lines,
    question = the prompt's problem text, as in ``eval.best_of_n``), all steps in one pass
    (``prm_eval.score_items``); a candidate's score aggregates its step scores, ``last`` (search-and-learn's
-   default) or ``min`` (best-of-N's ``prm_min``), ``best_of_n.aggregate``.
+   default) or ``min`` (best-of-N's ``prm_min``), ``best_of_n.aggregate``. A finished candidate without an
+   answer line also gets ``no_answer_step`` scored after its lines when the PRM was trained with it.
 3. A candidate is **finished** (:func:`finish_reason`) when its new step is an answer line (one the arith
    grader reads as an answer attempt), ended in eos, is empty (nothing before the newline: no step added),
    ran out of the step's tokens, when its beam has generated ``max_new_tokens`` or more, or in round
@@ -101,6 +102,9 @@ class BeamSettings:
     max_step_tokens: int = 48
     aggregation: str = "last"
     distinct: bool = True
+    # appended to a finished candidate's steps that do not end with an answer line when it is scored: the PRM's
+    # prm_config.json no_answer_step (arith-prm's explicit missing-answer step; "" = none)
+    no_answer_step: str = ""
 
     def check(self) -> BeamSettings:
         for name in ("beams", "proposals", "max_steps", "max_new_tokens", "max_step_tokens"):
@@ -215,6 +219,15 @@ def _expand(search: Search, parent: Beam, steps: Sequence[Step], round_: int, se
     return out
 
 
+def _scored_steps(beam: Beam, settings: BeamSettings) -> list[str]:
+    """The steps the PRM scores: the beam's lines, and ``no_answer_step`` after a finished one without an answer."""
+    from posttrainlab.data.arith.prm_labels import with_no_answer_step
+    from posttrainlab.data.arith.steps import split_steps
+
+    steps = split_steps(beam.response)
+    return with_no_answer_step(steps, settings.no_answer_step) if beam.finished else steps
+
+
 def search_round(
     searches: Sequence[Search],
     round_: int,
@@ -224,8 +237,6 @@ def search_round(
     seed: int = 0,
 ) -> None:
     """One round over every problem not done yet: propose, score, choose (module docstring, steps 1-4)."""
-    from posttrainlab.data.arith.steps import split_steps
-
     live = [s for s in searches if not s.done(settings.beams)]
     if not live:
         return
@@ -244,7 +255,7 @@ def search_round(
     if settings.distinct:
         pools = {key: distinct_candidates(pool) for key, pool in pools.items()}
     order = [(s, j) for s in live for j in range(len(pools[id(s)]))]
-    flat = score([(s.question, split_steps(pools[id(s)][j].response)) for s, j in order])
+    flat = score([(s.question, _scored_steps(pools[id(s)][j], settings)) for s, j in order])
     for (s, j), scores in zip(order, flat, strict=True):
         pool = pools[id(s)]
         pool[j] = replace(pool[j], scores=tuple(scores), score=aggregate(scores, settings.aggregation))

@@ -31,6 +31,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -40,16 +41,15 @@ from posttrainlab.eval.beam import BackendProposer, BeamSettings, Search, StepPr
 OUTPUTS = ("outcomes.jsonl", "beam.json")
 
 
-def best_of_n_tokens(folder: str | os.PathLike, count_tokens: Callable[[str], int], ids: Sequence[str]) -> dict:
-    """Mean generated tokens per problem of a best-of-N run, over its problems whose id is in ``ids``.
-
-    A sample's tokens are its text's tokens plus the eos that ended it, unless it ran to the run's
-    ``max_new_tokens`` (its ``sampling.json``): ``min(tokens(text) + 1, max_new_tokens)``; a problem's
-    tokens are the sum over its samples, as beam search counts every proposal it sampled.
-    """
+def best_of_n_samples(folder: str | os.PathLike, ids: Sequence[str]) -> tuple[int, list[list[str]]]:
+    """``(max_new_tokens, texts)`` of a best-of-N run: its ``sampling.json``'s limit and, per problem whose id is in
+    ``ids``, its samples' texts. Read without any model, so a folder that is no best-of-N output (a missing one, an
+    ``eval policy`` folder, one without these problems) is refused before the search, not after it."""
     from posttrainlab.data.jsonl import iter_jsonl
 
     folder = Path(folder)
+    if not folder.is_dir():
+        raise BadInput(f"{folder}: no such folder (--best-of-n: a posttrain eval best-of-n output)")
     samples, meta = folder / "samples.jsonl", folder / "sampling.json"
     if not (samples.is_file() and meta.is_file()):
         raise BadInput(f"{folder}: no best-of-n run here (samples.jsonl and sampling.json; posttrain eval best-of-n)")
@@ -57,15 +57,37 @@ def best_of_n_tokens(folder: str | os.PathLike, count_tokens: Callable[[str], in
         limit = int(json.loads(meta.read_text(encoding="utf-8"))["max_new_tokens"])
     except (json.JSONDecodeError, KeyError, TypeError, ValueError):
         raise BadInput(f"{meta}: not a best-of-n sampling.json (no max_new_tokens)") from None
-    wanted, per_problem, n = set(ids), [], None
-    for row in iter_jsonl(samples):
-        if row.get("id") in wanted:
-            texts = [s["response"] for s in row.get("samples", [])]
-            per_problem.append(sum(min(count_tokens(t) + 1, limit) for t in texts))
-            n = len(texts)
-    if not per_problem:
+    wanted, texts = set(ids), []
+    for lineno, row in enumerate(iter_jsonl(samples), start=1):
+        if row.get("id") not in wanted:
+            continue
+        got = row.get("samples")
+        responses = [x.get("response") if isinstance(x, dict) else None for x in (got if isinstance(got, list) else [])]
+        if not isinstance(got, list) or not all(isinstance(r, str) for r in responses):
+            raise BadInput(f"{samples}:{lineno}: not a best-of-n row (a samples list of responses)")
+        texts.append(responses)
+    if not texts:
         raise BadInput(f"{samples}: none of the {len(wanted)} problems searched is in this best-of-n run")
+    return limit, texts
+
+
+def best_of_n_tokens(
+    folder: str | os.PathLike,
+    count_tokens: Callable[[str], int],
+    ids: Sequence[str],
+    samples: tuple[int, list[list[str]]] | None = None,
+) -> dict:
+    """Mean generated tokens per problem of a best-of-N run, over its problems whose id is in ``ids``.
+
+    A sample's tokens are its text's tokens plus the eos that ended it, unless it ran to the run's
+    ``max_new_tokens`` (its ``sampling.json``): ``min(tokens(text) + 1, max_new_tokens)``; a problem's
+    tokens are the sum over its samples, as beam search counts every proposal it sampled. ``samples``: what
+    ``best_of_n_samples`` read already.
+    """
+    limit, texts = samples if samples is not None else best_of_n_samples(folder, ids)
+    per_problem = [sum(min(count_tokens(t) + 1, limit) for t in row) for row in texts]
     mean = sum(per_problem) / len(per_problem)
+    n = len(texts[-1])
     return {"folder": str(folder), "problems": len(per_problem), "n": n, "max_new_tokens": limit, "mean": mean}
 
 
@@ -76,11 +98,11 @@ def _grade(grader, beam, answer) -> dict[str, Any]:
 
 def outcome_row(s: Search, record: dict, grader) -> dict[str, Any]:
     """The outcomes.jsonl row of a searched problem: its answer's grade, score and tokens, votes, beams."""
-    from posttrainlab.eval.best_of_n import _answer, vote
+    from posttrainlab.eval.best_of_n import vote, vote_answer
 
     graded = [_grade(grader, b, record["answer"]) for b in s.finished]
     best = pick(s)
-    answers = [_answer(g) for g in graded]
+    answers = [vote_answer(g) for g in graded]
     votes = {"majority": vote(answers), "prm_vote": vote(answers, [b.score for b in s.finished])}
     row = {"id": s.id, "category": record["category"], "answer": record["answer"], **graded[best]}
     row.update(score=s.finished[best].score, tokens=s.tokens, rounds=s.rounds, candidates=s.candidates)
@@ -114,6 +136,22 @@ def beam_metrics(rows: Sequence[dict]) -> dict[str, Any]:
     out["candidates_scored"] = sum(r["candidates"] for r in rows)
     out["finish_reasons"] = reasons
     return out
+
+
+def check_search(
+    settings: BeamSettings, *, temperature: float, top_p: float, limit: int | None, prm_batch_size: int
+) -> None:
+    """``BadInput`` naming the setting for a search that cannot run (``run``'s first check; the CLI's too)."""
+    from posttrainlab.generation.sampling import check_sampling
+
+    settings.check()
+    if temperature <= 0:
+        raise BadInput(f"temperature={temperature}: beam search needs temperature > 0 (greedy proposes one step)")
+    check_sampling(settings.proposals, temperature, top_p, settings.max_step_tokens)
+    if limit is not None and limit < 1:
+        raise BadInput(f"limit={limit}: must be at least 1")
+    if prm_batch_size < 1:
+        raise BadInput(f"prm_batch_size={prm_batch_size}: must be at least 1")
 
 
 def run(
@@ -153,30 +191,23 @@ def run(
     from posttrainlab.data.arith.prm_data import question_of
     from posttrainlab.data.atomic import check_output_folder, write_text
     from posttrainlab.data.jsonl import write_jsonl
-    from posttrainlab.eval.best_of_n import _records
-    from posttrainlab.eval.policy import as_messages
-    from posttrainlab.eval.prm_eval import is_missing_local, load_scorer, score_items
-    from posttrainlab.generation.sampling import check_sampling
+    from posttrainlab.eval.best_of_n import read_problems
+    from posttrainlab.eval.prm_eval import check_prm, is_missing_local, load_scorer, score_items
+    from posttrainlab.generation.prompts import as_messages
     from posttrainlab.grading.arith import ArithGrader
     from posttrainlab.progress import progress_bar
     from posttrainlab.provenance import provenance
 
     settings = BeamSettings(beams, proposals, max_steps, max_new_tokens, max_step_tokens, aggregation, distinct)
-    settings.check()
-    if temperature <= 0:
-        raise BadInput(f"temperature={temperature}: beam search needs temperature > 0 (greedy proposes one step)")
-    check_sampling(proposals, temperature, top_p, max_step_tokens)
-    if limit is not None and limit < 1:
-        raise BadInput(f"limit={limit}: must be at least 1")
-    if prm_batch_size < 1:
-        raise BadInput(f"prm_batch_size={prm_batch_size}: must be at least 1")
+    check_search(settings, temperature=temperature, top_p=top_p, limit=limit, prm_batch_size=prm_batch_size)
     out = check_output_folder(out_dir, OUTPUTS.__contains__, what="beam search output")
-    for what, path, given in (("policy", policy, backend or proposer), ("PRM", prm, scorer)):
-        if given is None and is_missing_local(path):
-            raise BadInput(f"{path}: no such model folder ({what})")
-    if best_of_n is not None and not Path(best_of_n).is_dir():
-        raise BadInput(f"{best_of_n}: no such folder (--best-of-n: a posttrain eval best-of-n output)")
-    path, records = _records(str(data), split, limit)
+    if backend is None and proposer is None and is_missing_local(policy):
+        raise BadInput(f"{policy}: no such model folder (policy)")
+    if scorer is None:
+        check_prm(prm)  # missing, or not a PRM (a policy folder): refused before any model loads
+    path, records = read_problems(str(data), split, limit)
+    # a folder that is no best-of-N run is refused before the models load and the search runs, not after
+    bon_samples = None if best_of_n is None else best_of_n_samples(best_of_n, [str(r["id"]) for r in records])
 
     if proposer is None:
         if backend is None:
@@ -186,6 +217,8 @@ def run(
         proposer = BackendProposer(backend, temperature=temperature, top_p=top_p)
     if scorer is None:
         scorer = load_scorer(prm, dtype=dtype, device=device)
+    # a PRM trained with arith-prm's explicit missing-answer step is asked about it on finished beams (eval.beam)
+    settings = replace(settings, no_answer_step=getattr(getattr(scorer, "spec", None), "no_answer_step", ""))
     clock = {"sampling": 0.0, "scoring": 0.0}
 
     class _Timed:
@@ -208,7 +241,7 @@ def run(
         count = getattr(proposer, "count_tokens", None)
         if count is None:
             raise BadInput("best_of_n: the step sampler cannot count tokens (it has no count_tokens)")
-        bon = best_of_n_tokens(best_of_n, count, [s.id for s in searches])
+        bon = best_of_n_tokens(best_of_n, count, [s.id for s in searches], bon_samples)
     start = time.perf_counter()
     with progress_bar(progress) as bar:
         task = bar.add_task("beam search, round 1", total=len(searches))
@@ -247,4 +280,4 @@ def run(
     return result
 
 
-__all__ = ["OUTPUTS", "beam_metrics", "best_of_n_tokens", "outcome_row", "run"]
+__all__ = ["OUTPUTS", "beam_metrics", "best_of_n_samples", "best_of_n_tokens", "check_search", "outcome_row", "run"]

@@ -35,7 +35,6 @@ Written by hand: the selectors are a few lines each, and their tie rules must be
 from __future__ import annotations
 
 import json
-import math
 import os
 import time
 from collections.abc import Sequence
@@ -44,31 +43,11 @@ from pathlib import Path
 from typing import Any
 
 from posttrainlab.errors import BadInput
+from posttrainlab.eval.aggregation import AGGREGATIONS, aggregate
 from posttrainlab.eval.intervals import proportion
+from posttrainlab.eval.within_problem import within_problem_by_aggregation
 
-AGGREGATIONS = ("min", "last", "product", "mean")
 SELECTORS = tuple(f"prm_{a}" for a in AGGREGATIONS) + ("majority", "prm_vote")
-
-
-def aggregate(scores: Sequence[float], how: str) -> float:
-    """One solution score from its step scores; 0.0 for a solution without steps.
-
-    >>> [aggregate([0.9, 0.5, 0.8], h) for h in AGGREGATIONS]
-    [0.5, 0.8, 0.36000000000000004, 0.7333333333333334]
-    >>> aggregate([], "min")
-    0.0
-    """
-    if how not in AGGREGATIONS:
-        raise ValueError(f"unknown aggregation {how!r}; choose one of {', '.join(AGGREGATIONS)}")
-    if not scores:
-        return 0.0
-    if how == "min":
-        return min(scores)
-    if how == "last":
-        return scores[-1]
-    if how == "product":
-        return math.prod(scores)
-    return sum(scores) / len(scores)
 
 
 def argmax_first(values: Sequence[float]) -> int:
@@ -181,6 +160,11 @@ def best_of_n_metrics(
         out["oracle"][str(n)] = proportion(sum(any(c.correct[:n]) for c in problems), len(problems))
     n_samples = sum(len(c.correct) for c in problems)
     out["sample_accuracy"] = proportion(sum(sum(map(bool, c.correct)) for c in problems), n_samples)
+    out["within_problem"] = within_problem_by_aggregation(  # right vs wrong samples of one problem, all N of them
+        [i for i, c in enumerate(problems) for _ in c.correct],
+        [bool(x) for c in problems for x in c.correct],
+        [s for c in problems for s in c.step_scores],
+    )
     return out
 
 
@@ -240,26 +224,18 @@ def _read_cache(out: Path, settings: dict[str, Any], records: list[dict]) -> lis
     return rows
 
 
-def _records(data: str, split: str | None, limit: int | None) -> tuple[Path, list[dict]]:
-    from posttrainlab.data.jsonl import iter_jsonl
-    from posttrainlab.data.loading import split_file
+def read_problems(data: str, split: str | None, limit: int | None) -> tuple[Path, list[dict]]:
+    """``(file, records)`` of the problems to answer (``data.problems.read_split``: ``prompt`` and ``answer``
+    required, split ``test`` by default), each with an ``id`` (else its index) and a ``category`` (else ``None``)."""
+    from posttrainlab.data.problems import read_split
 
-    path = split_file(str(data), split, default_split="test")
-    records = []
-    for lineno, r in enumerate(iter_jsonl(path), start=1):
-        if limit is not None and len(records) >= limit:
-            break
-        missing = [k for k in ("prompt", "answer") if k not in r]
-        if missing:
-            raise BadInput(f"{path}:{lineno}: record has no {', '.join(missing)} field")
-        records.append({"id": r.get("id", str(lineno - 1)), "category": r.get("category"), **r})
-    if not records:
-        raise BadInput(f"{path}: no problems")
-    return path, records
+    path, found = read_split(data, split, required=("prompt", "answer"), limit=limit, default_split="test",
+                             what="problems")  # fmt: skip
+    return path, [{"id": r.get("id", str(i)), "category": r.get("category"), **r} for i, r in enumerate(found)]
 
 
 def _sample(backend, records: list[dict], settings: dict[str, Any]) -> list[dict]:
-    from posttrainlab.eval.policy import sample_answers
+    from posttrainlab.generation.sampling import sample_answers
     from posttrainlab.grading.arith import ArithGrader
 
     grader = ArithGrader()
@@ -286,7 +262,8 @@ def _sample(backend, records: list[dict], settings: dict[str, Any]) -> list[dict
     return rows
 
 
-def _answer(sample: dict) -> int | None:
+def vote_answer(sample: dict) -> int | None:
+    """The answer a graded sample votes for: its parsed answer when in the required form, else ``None``."""
     return sample["parsed"] if sample["outcome"] in ("correct", "wrong_answer") else None
 
 
@@ -320,11 +297,12 @@ def run(
     ``n`` (1, 2, 4, 8, 16 for the default ``n = 16``).
     """
     from posttrainlab.data.arith.prm_data import question_of
+    from posttrainlab.data.arith.prm_labels import with_no_answer_step
     from posttrainlab.data.arith.steps import split_steps
-    from posttrainlab.data.atomic import atomic_path, write_text
+    from posttrainlab.data.atomic import atomic_path, check_writable, write_text
     from posttrainlab.data.jsonl import write_jsonl
     from posttrainlab.data.manifest import sha256_file
-    from posttrainlab.eval.prm_eval import is_missing_local, load_scorer, score_items
+    from posttrainlab.eval.prm_eval import check_prm, is_missing_local, load_scorer, score_items
     from posttrainlab.eval.prm_plots import best_of_n_png
     from posttrainlab.generation.transformers_backend import check_sampling
     from posttrainlab.provenance import provenance
@@ -339,13 +317,12 @@ def run(
         raise BadInput(f"vote aggregation {vote_aggregation!r}: choose one of {', '.join(AGGREGATIONS)}")
     if limit is not None and limit < 1:
         raise BadInput(f"limit={limit}: must be at least 1")
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise BadInput(f"{out}: exists and is not a folder")
-    for what, path, given in (("policy", policy, backend), ("PRM", prm, scorer)):
-        if given is None and is_missing_local(path):
-            raise BadInput(f"{path}: no such model folder ({what})")
-    path, records = _records(str(data), split, limit)
+    out = check_writable(out_dir)  # a file in the path, an unwritable place: before the sampling, not after
+    if backend is None and is_missing_local(policy):
+        raise BadInput(f"{policy}: no such model folder (policy)")
+    if scorer is None:
+        check_prm(prm)  # missing, or not a PRM (a policy folder): refused before the sampling it would waste
+    path, records = read_problems(str(data), split, limit)
     settings = {
         "policy": str(policy),
         "policy_weights": _weights_stamp(str(policy)) if backend is None else getattr(backend, "name", "custom"),
@@ -376,7 +353,8 @@ def run(
 
     if scorer is None:
         scorer = load_scorer(prm, dtype=dtype, device=device)
-    steps = [[split_steps(s["response"]) for s in r["samples"]] for r in rows]
+    marker = getattr(getattr(scorer, "spec", None), "no_answer_step", "")  # a PRM trained with it gets it too
+    steps = [[with_no_answer_step(split_steps(s["response"]), marker) for s in r["samples"]] for r in rows]
     items = [(question_of(r["prompt"]), st) for r, per in zip(rows, steps, strict=True) for st in per]
     start = time.perf_counter()
     flat = score_items(scorer, items, prm_batch_size, progress=progress, what="PRM scoring")
@@ -385,7 +363,7 @@ def run(
     for i, r in enumerate(rows):
         step_scores = flat[i * n : (i + 1) * n]
         problems.append(
-            Candidates([s["correct"] for s in r["samples"]], [_answer(s) for s in r["samples"]], step_scores)
+            Candidates([s["correct"] for s in r["samples"]], [vote_answer(s) for s in r["samples"]], step_scores)
         )
 
     result: dict[str, Any] = {
@@ -440,8 +418,10 @@ __all__ = [
     "argmax_first",
     "best_of_n_metrics",
     "parse_ns",
+    "read_problems",
     "run",
     "select",
     "selections",
     "vote",
+    "vote_answer",
 ]

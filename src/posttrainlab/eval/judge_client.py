@@ -208,7 +208,7 @@ class JudgeAnswer:
     error: str | None = None
 
 
-def _request(
+def request_with_retries(
     client: ChatClient,
     messages: list[dict[str, str]],
     temperature: float,
@@ -252,7 +252,7 @@ def ask_judge(
     retries = 0
     for attempt in range(policy.answer_retries + 1):
         temperature = policy.first_temperature if attempt == 0 else policy.retry_temperature
-        completion, used = _request(client, messages, temperature, max_tokens, policy, sleep)
+        completion, used = request_with_retries(client, messages, temperature, max_tokens, policy, sleep)
         retries += used
         try:
             if completion.problem:

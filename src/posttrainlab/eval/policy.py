@@ -12,6 +12,10 @@ over an earlier good output). ``metrics.json`` holds, as fractions in [0, 1]:
   (``Grade.well_formatted``);
 - ``pass_at_k`` when ``k > 1``: ``n_samples >= k`` further samples per problem at a temperature
   above 0, the unbiased estimator averaged over problems, overall and per category;
+- ``sampled`` when ``n_samples > 1`` samples are drawn: pass@1 (the mean share of correct samples, with a t
+  interval) and maj@K (majority vote, Wilson interval), overall and per category, and the samples' format rate
+  (``eval.sampled``); each ``samples.jsonl`` row then holds its samples, ``n_correct``, ``maj_answer`` and
+  ``maj_correct``, which ``eval.sampled_compare`` pairs with another evaluation's;
 - ``preference`` when a preference split is named: the share of (chosen, rejected) pairs the policy
   ranks the right way round, overall and ``per_corruption``. With a reference model it is DPO's
   implicit reward, ``beta * [(log pi(c) - log pi_ref(c)) - (log pi(r) - log pi_ref(r))] > 0``
@@ -37,8 +41,10 @@ from typing import Any
 
 from posttrainlab.data.arith.corrupt import CORRUPTIONS
 from posttrainlab.data.arith.problems import CATEGORIES
+from posttrainlab.data.problems import read_records
 from posttrainlab.errors import BadInput
 from posttrainlab.eval.intervals import pass_at_k, proportion
+from posttrainlab.generation.prompts import as_messages
 from posttrainlab.grading import OUTCOMES, Grade, get_grader
 from posttrainlab.provenance import provenance
 
@@ -48,28 +54,6 @@ Scorer = Callable[[list, list[str]], list[float]]
 #: The outcome types always reported (arith's); others (the math grader's ``timeout``) when they occur.
 REPORTED_OUTCOMES = OUTCOMES[:4]
 UNCATEGORISED = "uncategorised"
-
-
-def as_messages(prompt: Any) -> Any:
-    """A dataset prompt as a chat: a string is one user message, a message list is kept.
-
-    >>> as_messages("What is 2 + 3?")
-    [{'role': 'user', 'content': 'What is 2 + 3?'}]
-    """
-    return [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
-
-
-def sample_answers(backend, records: list[dict], k: int, label: str, **sampling) -> list[list[str]]:
-    """``k`` completions of each record's prompt from one ``backend.generate`` call, under a progress bar named
-    ``label``; ``BadInput`` unless the backend returned ``k`` for every record (arith-prm, best-of-N, DPO pairs)."""
-    from posttrainlab.progress import task_label
-
-    with task_label(label):
-        completions = backend.generate([as_messages(r["prompt"]) for r in records], n=k, **sampling)
-    if len(completions) != len(records) or any(len(c) != k for c in completions):
-        got = f"{len(completions)} lists for {len(records)} prompts"
-        raise BadInput(f"the sampling backend returned {got}, not {k} completions each")
-    return completions
 
 
 def ordered_groups(values: Sequence[str], known: Sequence[str]) -> list[str]:
@@ -240,22 +224,6 @@ def _preference_source(data_spec: str, split_name: str) -> str:
     )
 
 
-def _read(path: Path, limit: int | None, needed: tuple[str, ...]) -> list[dict]:
-    from posttrainlab.data.jsonl import iter_jsonl
-
-    records = []
-    for lineno, record in enumerate(iter_jsonl(path), start=1):
-        if limit is not None and len(records) >= limit:
-            break
-        missing = [key for key in needed if key not in record]
-        if missing:
-            raise BadInput(f"{path}:{lineno}: record has no {', '.join(missing)} field")
-        records.append(record)
-    if not records:
-        raise BadInput(f"{path}: no records to evaluate")
-    return records
-
-
 def evaluate_policy(
     model_path: str | os.PathLike,
     data_spec: str,
@@ -268,6 +236,7 @@ def evaluate_policy(
     k: int = 1,
     n_samples: int | None = None,
     temperature: float = 0.0,
+    sample_temperature: float | None = None,
     top_p: float = 1.0,
     seed: int = 0,
     preference_split: str | None = "preference_test",
@@ -282,32 +251,37 @@ def evaluate_policy(
 ) -> dict[str, Any]:
     """Evaluate a policy and write ``out_dir/metrics.json`` and ``out_dir/samples.jsonl`` (module doc).
 
-    ``split`` defaults to the one named in ``data_spec`` (``DIR:SPLIT``), else ``test``. ``k > 1`` adds
-    pass@k from ``n_samples`` (default ``k``) samples per problem at ``temperature`` (1.0 when that is
-    0). ``backend`` (a ``SamplingBackend``) and ``scorer`` (for preference pairs) replace the model
-    loaded from ``model_path``. Returns the metrics.
+    ``split`` defaults to the one named in ``data_spec`` (``DIR:SPLIT``), else ``test``. ``n_samples`` (default
+    ``k``) > 1 draws that many samples per problem at ``sample_temperature`` (default ``temperature``, 1.0 when that
+    is 0): pass@1 and maj@K (``sampled``), and pass@k when ``k > 1``. ``backend`` (a ``SamplingBackend``) and
+    ``scorer`` (for preference pairs) replace the model loaded from ``model_path``. Returns the metrics.
     """
     n_samples = k if n_samples is None else n_samples
     if limit is not None and limit < 1:
         raise BadInput(f"limit={limit}: must be at least 1")
     if k < 1 or n_samples < k:
         raise BadInput(f"k={k}, n_samples={n_samples}: need 1 <= k <= n_samples")
+    if sample_temperature is not None and not sample_temperature > 0:
+        raise BadInput(f"sample_temperature={sample_temperature}: must be > 0 (k samples, not k equal answers)")
     if beta <= 0:
         raise BadInput(f"beta={beta}: must be > 0")
-    if Path(out_dir).exists() and not Path(out_dir).is_dir():
-        raise BadInput(f"{out_dir}: exists and is not a folder")
+    from posttrainlab.data.atomic import check_writable
+
+    check_writable(out_dir)  # a file in the path, an unwritable place: refused before the generation, not after
     from posttrainlab.generation.transformers_backend import check_sampling
 
     check_sampling(1, temperature, top_p, max_new_tokens)
     grade = get_grader(grader)
     path, split_name = _resolve_split(data_spec, split)
-    records = _read(path, limit, ("prompt", "answer"))
+    records = read_records(path, required=("prompt", "answer"), limit=limit, what="records to evaluate")
     pairs = None
     if preference_split is not None:
         from posttrainlab.data.loading import split_file
 
         pref_path = split_file(_preference_source(data_spec, preference_split), preference_split)
-        pairs = _read(pref_path, limit, ("prompt", "chosen", "rejected"))
+        pairs = read_records(
+            pref_path, required=("prompt", "chosen", "rejected"), limit=limit, what="records to evaluate"
+        )
 
     if backend is None:
         from posttrainlab.generation.transformers_backend import TransformersBackend
@@ -324,18 +298,28 @@ def evaluate_policy(
         responses = [c[0] for c in backend.generate(prompts, n=1, temperature=temperature, **sampling)]
     seconds = time.perf_counter() - start
     sampled = None
-    if k > 1:
-        sample_temperature = temperature if temperature > 0 else 1.0
+    if n_samples > 1:
+        sample_temperature = sample_temperature or (temperature if temperature > 0 else 1.0)
         start = time.perf_counter()
         with task_label(f"sampling {split_name} (n={n_samples})"):
             sampled = backend.generate(prompts, n=n_samples, temperature=sample_temperature, **sampling)
         sample_seconds = time.perf_counter() - start
     rows = grade_rows(records, responses, grade, sampled)
+    if sampled is not None:
+        from posttrainlab.eval.sampled import add_votes
+
+        add_votes(rows)  # n_correct, maj_answer, maj_correct per problem (eval.sampled)
 
     metrics: dict[str, Any] = {"model": str(model_path), "data": str(data_spec), "split": split_name, "n": len(rows)}
     metrics.update(policy_metrics(rows, k))
     if k > 1:
         metrics["pass_at_k"].update(temperature=sample_temperature, top_p=top_p, seconds=sample_seconds)
+    if sampled is not None:
+        from posttrainlab.eval.sampled import sampled_metrics
+
+        categories = list(metrics["per_category"])
+        metrics["sampled"] = {**sampled_metrics(rows, categories), "temperature": sample_temperature, "top_p": top_p,
+                              "seconds": sample_seconds}  # fmt: skip
     if pairs is not None:
         metrics["preference"] = _evaluate_preferences(
             pairs, backend, scorer, ref_model, beta, batch_size, trust_remote_code, dtype, split_name=preference_split

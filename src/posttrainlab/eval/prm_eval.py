@@ -135,11 +135,16 @@ def read_eval_rows(data: str, fmt: str | None = None, limit: int | None = None) 
 
 
 def load_scorer(model: str | os.PathLike, *, dtype: str = "float32", device: str | None = None) -> StepScorer:
-    """``posttrainlab.prm.PRM.from_pretrained(model)``; a missing local folder is ``BadInput`` at once."""
+    """``posttrainlab.prm.PRM.from_pretrained(model)``; a missing local folder is ``BadInput`` at once.
+    ``baseline:POLICY``: the policy's own verifier (``eval.baseline_verifier``)."""
+    from posttrainlab.eval.baseline_verifier import PolicyVerifier, baseline_policy, is_baseline
     from posttrainlab.models.loading import check_folder, is_local
 
-    if is_local(str(model)):
-        check_folder(str(model))
+    path = baseline_policy(model) if is_baseline(model) else str(model)
+    if is_local(path):
+        check_folder(path)
+    if is_baseline(model):
+        return PolicyVerifier.from_pretrained(path, dtype=dtype, device=device)
     from posttrainlab.prm import PRM
 
     return PRM.from_pretrained(str(model), dtype=dtype, device=device)
@@ -235,10 +240,11 @@ def run(
 
     ``scorer`` (anything with ``score_batch``) replaces the PRM loaded from ``model``.
     """
-    from posttrainlab.data.atomic import write_text
+    from posttrainlab.data.atomic import check_writable, write_text
     from posttrainlab.data.jsonl import write_jsonl
     from posttrainlab.eval.prm_metrics import prm_metrics
     from posttrainlab.eval.prm_plots import reliability_png
+    from posttrainlab.eval.within_problem import by_problem_id
     from posttrainlab.provenance import provenance
 
     if not 0.0 <= threshold <= 1.0:
@@ -247,9 +253,7 @@ def run(
         raise BadInput(f"limit={limit}: must be at least 1")
     if batch_size < 1:
         raise BadInput(f"batch_size={batch_size}: must be at least 1")
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise BadInput(f"{out}: exists and is not a folder")
+    out = check_writable(out_dir)  # a file in the path, an unwritable place: refused before the scoring
     if scorer is None and is_missing_local(model):
         raise BadInput(f"{model}: no such model folder")
     rows, fmt, source = read_eval_rows(str(data), fmt, limit)
@@ -264,6 +268,8 @@ def run(
         raise BadInput(f"{source}: {e}") from None
     result: dict[str, Any] = {"model": str(model), "data": str(data), "source": source, "format": fmt}
     result.update(metrics)
+    # right vs wrong solutions of the same problem (rows grouped by id; null when no id repeats)
+    result["within_problem"] = by_problem_id([r.id for r in rows], [r.labels for r in rows], scores)
     result["scoring"] = {
         "batch_size": batch_size,
         "seconds": seconds,
@@ -282,9 +288,25 @@ def run(
 
 
 def is_missing_local(model: str | os.PathLike) -> bool:
+    from posttrainlab.eval.baseline_verifier import baseline_policy, is_baseline
     from posttrainlab.models.loading import is_local
 
-    return is_local(str(model)) and not Path(model).expanduser().is_dir()
+    path = baseline_policy(model) if is_baseline(model) else str(model)
+    return is_local(path) and not Path(path).expanduser().is_dir()
+
+
+def check_prm(model: str | os.PathLike) -> None:
+    """``BadInput`` now when the local ``model`` is missing or holds no PRM checkpoint, read from its JSON files
+    without torch (``models.prm_spec.check_prm_folder``); a Hub id is left to ``load_scorer``. Best-of-N and beam
+    search call it before they sample, so a policy folder given as the PRM costs no sampling."""
+    from posttrainlab.eval.baseline_verifier import is_baseline
+    from posttrainlab.models.loading import is_local
+    from posttrainlab.models.prm_spec import check_prm_folder
+
+    if is_missing_local(model):
+        raise BadInput(f"{model}: no such model folder (PRM)")
+    if is_local(str(model)) and not is_baseline(model):  # baseline:POLICY scores with a policy: no PRM to check
+        check_prm_folder(model)
 
 
 __all__ = ["StepScorer", "detect_format", "read_eval_rows", "run", "score_items", "to_eval_row"]

@@ -4,6 +4,7 @@ Every local backend and scorer goes through these, so a policy is sampled (``Tra
 ``generation.shared_prefix``, ``VLLMBackend``), scored (``eval.policy``) and served (``posttrain
 serve``) on exactly the same tokens:
 
+- **A dataset prompt as a chat** (``as_messages``): a string is one user message.
 - **Rendered once, with the model's own chat template** (``add_generation_prompt=True``), so
   evaluation sees exactly the prompt format SFT trained on; a tokenizer without a chat template falls
   back to a plain role-prefixed prompt (``plain_chat``). ``add_generation_prompt`` and
@@ -26,6 +27,15 @@ from __future__ import annotations
 
 from posttrainlab.errors import BadInput
 from posttrainlab.generation import Prompt
+
+
+def as_messages(prompt: Prompt) -> Prompt:
+    """A dataset prompt as a chat: a string is one user message, a message list is kept.
+
+    >>> as_messages("What is 2 + 3?")
+    [{'role': 'user', 'content': 'What is 2 + 3?'}]
+    """
+    return [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
 
 
 def plain_chat(
@@ -147,6 +157,7 @@ def left_pad(sequences: list[list[int]], pad_id: int):
 
 
 __all__ = [
+    "as_messages",
     "continuation_text",
     "encode_prefix",
     "encode_prompt",

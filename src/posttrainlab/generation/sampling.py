@@ -15,6 +15,8 @@ decodes), the backends (which check their arguments the same way) and ``posttrai
   generating.
 - **Seeds**: ``derive_seed`` makes a 31-bit seed from any parts, so a request's samples are the same
   whichever run, shard or batch draws them.
+- **k answers per prompt** (``sample_answers``): the dataset records' prompts sampled ``k`` times in one
+  ``generate`` call, the count checked (arith-prm, best-of-N, DPO pairs).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from posttrainlab.errors import BadInput
+from posttrainlab.generation.prompts import as_messages
 
 
 def check_sampling(n: int, temperature: float, top_p: float, max_new_tokens: int) -> None:
@@ -231,6 +234,19 @@ def count_forward_tokens(model) -> Iterator[ForwardCount]:
         handle.remove()
 
 
+def sample_answers(backend, records: list[dict], k: int, label: str, **sampling) -> list[list[str]]:
+    """``k`` completions of each record's ``prompt`` (``prompts.as_messages``) from one ``backend.generate`` call,
+    under a progress bar named ``label``; ``BadInput`` unless the backend returned ``k`` for every record."""
+    from posttrainlab.progress import task_label
+
+    with task_label(label):
+        completions = backend.generate([as_messages(r["prompt"]) for r in records], n=k, **sampling)
+    if len(completions) != len(records) or any(len(c) != k for c in completions):
+        got = f"{len(completions)} lists for {len(records)} prompts"
+        raise BadInput(f"the sampling backend returned {got}, not {k} completions each")
+    return completions
+
+
 __all__ = [
     "ForwardCount",
     "Sample",
@@ -241,6 +257,7 @@ __all__ = [
     "derive_seed",
     "filter_scores",
     "make_sample",
+    "sample_answers",
     "stop_checker",
     "stop_cut",
     "stop_index",

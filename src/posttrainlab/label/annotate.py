@@ -56,7 +56,7 @@ from posttrainlab.eval.judge_client import (
     ChatClient,
     OpenAIChatClient,
     RetryPolicy,
-    _request,
+    request_with_retries,
 )
 from posttrainlab.label.repair import MIN_RATIO, STEP_SEP, Verdict, annotation_pieces, verify
 
@@ -224,7 +224,7 @@ def annotate_row(
     retries = 0
     for attempt in range(max_attempts):
         temperature = policy.first_temperature if attempt == 0 else policy.retry_temperature
-        completion, used = _request(client, messages, temperature, max_tokens, policy, sleep)
+        completion, used = request_with_retries(client, messages, temperature, max_tokens, policy, sleep)
         retries += used
         text = completion.text
         if completion.problem:
@@ -403,6 +403,11 @@ def run_annotate(
     )  # fmt: skip
     elapsed = time.perf_counter() - start
     records = [done[i] for i in range(len(rows))]
+    from posttrainlab.data.cards.kinds import write_folder_card
+
+    judge = {"model": cfg.model_name, "url": cfg.model_url, "prompt_sha256": PROMPT_SHA256,
+             "max_attempts": cfg.max_attempts, "max_tokens": cfg.max_tokens, "min_ratio": cfg.min_ratio}  # fmt: skip
+    write_folder_card(out, "annotations", {"data": str(cfg.data), "judge": judge})  # README.md, the dataset card
     return AnnotateRun(run_file, records, len(written), resumed, elapsed, notes)
 
 

@@ -28,20 +28,14 @@ from posttrainlab.data.arith.prm_data import (
     problem_keys,
     write_dataset,
 )
+from posttrainlab.data.arith.prm_labels import ArithPRMOptions
 from posttrainlab.errors import BadInput
 
 
 def _load(data: str, split: str, limit: int | None) -> list[dict[str, Any]]:
-    from posttrainlab.data.loading import load_split
+    from posttrainlab.data.problems import read_split
 
-    records = load_split(str(data), split, limit=limit)
-    for i, r in enumerate(records):
-        missing = [key for key in ("id", "category", "prompt", "answer") if key not in r]
-        if missing:
-            raise BadInput(f"{data}:{split} record {i}: no {', '.join(missing)} field")
-    if not records:
-        raise BadInput(f"{data}:{split}: no records")
-    return records
+    return read_split(data, split, required=("id", "category", "prompt", "answer"), limit=limit)[1]
 
 
 def build(
@@ -64,6 +58,7 @@ def build(
     progress: bool = True,
     trust_remote_code: bool = False,
     dtype: str = "float32",
+    options: ArithPRMOptions | None = None,
 ) -> dict[str, Any]:
     """Sample, label and write arith-prm into ``out``; return its manifest (``stats`` per split).
 
@@ -71,8 +66,11 @@ def build(
     pairs). ``backend`` replaces the model loaded from ``policy``. ``reference_splits`` (arith-v1 splits, e.g.
     ``("sft_train_3k",)``, first ``reference_limit`` records of each) add to ``train`` each record's reference
     solution and one corruption of it (``SplitBuilder.add_corruptions``, as the held-out split has): exact labels
-    that cost no sampling.
+    that cost no sampling. ``options`` (``ArithPRMOptions``; default: the original build): the labelling mode, the
+    explicit missing-answer step, and near-miss hard negatives for ``train`` (``SplitBuilder.add_near_misses``)
+    from arith-v1 splits outside every evaluation pool.
     """
+    options = (options or ArithPRMOptions()).check(heldout_prompts)
     if k < 1:
         raise BadInput(f"k={k}: need at least one sample per problem")
     if limit is not None and limit < 1:
@@ -97,6 +95,7 @@ def build(
     pref_train = _load(data, "preference_train", limit)
     references = {name: _load(data, name, reference_limit) for name in reference_splits}
     pref_test = _load(data, "preference_test", limit)
+    hard = {name: _load(data, name, options.hard_negative_limit) for name in options.hard_negatives}
 
     if backend is None:
         from posttrainlab.generation.transformers_backend import TransformersBackend
@@ -105,7 +104,7 @@ def build(
             policy, batch_size=batch_size, progress=progress, trust_remote_code=trust_remote_code, dtype=dtype
         )
     sampling = {"temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens, "seed": seed}
-    from posttrainlab.eval.policy import sample_answers
+    from posttrainlab.generation.sampling import sample_answers
 
     start = time.perf_counter()
     sampled = {
@@ -114,12 +113,16 @@ def build(
     }
     seconds = time.perf_counter() - start
 
-    train, heldout, ptest = SplitBuilder("train"), SplitBuilder("heldout"), SplitBuilder("preference_test")
+    train, heldout, ptest = (
+        SplitBuilder(name, options.labels, options.missing_answer) for name in ("train", "heldout", "preference_test")
+    )
     for name in train_prompts:
         train.add_policy(prompt_sets[name], sampled[name])
     train.add_pairs(pref_train)
     for name in reference_splits:  # free exact labels: each record's reference solution and one corruption of it
         train.add_corruptions(references[name], seed)
+    for name in options.hard_negatives:  # near-miss negatives, exact labels, problems outside every eval pool
+        train.add_near_misses(hard[name], seed, options.hard_negatives_per_problem)
     for name in heldout_prompts:
         heldout.add_policy(prompt_sets[name], sampled[name])
     for name in heldout_prompts:
@@ -138,10 +141,12 @@ def build(
                 "prompts": list(train_prompts),
                 "pairs": "preference_train",
                 "references": {name: len(references[name]) for name in reference_splits},
+                **({"hard_negatives": {name: len(hard[name]) for name in hard}} if hard else {}),
             },
             "heldout": {"prompts": list(heldout_prompts), "pairs": "reference + corrupt() of the same prompts"},
             "preference_test": {"prompts": [], "pairs": "preference_test (arith-v1 test problems: evaluation only)"},
         },
+        "labelling": {"labels": options.labels, "missing_answer": options.missing_answer},
         "sampling": {
             "backend": getattr(backend, "name", type(backend).__name__),
             "k": k,

@@ -16,16 +16,17 @@ built from a benchmark's test problems can be told apart later (``label.sharp_bu
   ``data.loading``; ``source`` is the manifest's ``dataset`` name, ``source_split`` the split;
 - any ``.jsonl`` / ``.json`` / ``.parquet`` file or ``hf://`` path (``data.formats.readers``). The
   question is the first of the fields ``question``, ``problem``, ``prompt`` (a string, or a chat whose
-  last user message is taken) that holds text; the id is ``id`` or ``unique_id`` (else ``row-<i>``);
-  ``source`` / ``source_split`` are the row's ``source`` / ``split`` fields, else the file's name (and,
-  when the file is named after a split such as ``test.jsonl``, that split); the reference answer,
-  when there is one, is ``answer``.
+  last user message is taken) that holds text (``data.problems.row_question``); the id is ``id`` or
+  ``unique_id`` (else ``row-<i>``); ``source`` / ``source_split`` are the row's ``source`` / ``split`` fields,
+  else the file's name (and, when the file is named after a split such as ``test.jsonl``, that split); the
+  reference answer, when there is one, is ``answer``.
 
 **Steps** (``step_split``): SHARP splits on blank lines. A policy trained on arith-v1 writes one
 calculation per line with no blank line, so ``auto`` (the default) splits a solution on blank lines
 when it holds one and on single lines otherwise; ``blank`` and ``lines`` force one rule. Pieces are
 stripped and empty pieces dropped; the annotator then sees the steps joined by one blank line
-(``label.annotate.solution_text``), so the span view and the step view cut at the same places.
+(``label.annotate.solution_text``), so the span view and the step view cut at the same places. The rules
+are ``data.step_split``'s (``GENERATE_STEP_SPLITS``).
 
 **Resumable**: rows are appended per finished chunk of problems (one flushed line each); a restart
 with the same settings skips problems whose k samples are all there (a partial problem is drawn
@@ -46,46 +47,30 @@ from typing import Any
 
 from posttrainlab.data.atomic import write_text
 from posttrainlab.data.jsonl import append_jsonl
+from posttrainlab.data.problems import QUESTION_FIELDS, row_question
+from posttrainlab.data.step_split import GENERATE_STEP_SPLITS, check_step_split, cut_steps
 from posttrainlab.errors import BadInput
 
 SYSTEM_PROMPT = (
     "You are a careful math solver. Solve the problem step by step. Put each step in its own paragraph, "
     "separating consecutive steps with a blank line, and state the final answer in the last step."
 )
-STEP_SPLITS = ("auto", "blank", "lines")
-QUESTION_FIELDS = ("question", "problem", "prompt")
 ID_FIELDS = ("id", "unique_id")
 SPLIT_NAMES = ("train", "test", "validation", "dev", "val", "eval")
 RUN_FILE = "generations.jsonl"
 SETTINGS_FILE = "generate.json"
-_BLANK = re.compile(r"\n[ \t]*\n")
 
 
 def split_solution(text: str, mode: str = "auto") -> tuple[list[str], str]:
-    """``(steps, rule used)``: the solution cut on blank lines or on lines (module docstring).
+    """``(steps, rule used)``: the solution cut on blank lines or on lines (module docstring; ``data.step_split``).
 
     >>> split_solution("12 * 4 = 48\\nAnswer: 48")
     (['12 * 4 = 48', 'Answer: 48'], 'lines')
     >>> split_solution("First, 12 * 4 = 48.\\nSo\\n\\n  the answer is 48. \\n\\n\\n")
     (['First, 12 * 4 = 48.\\nSo', 'the answer is 48.'], 'blank')
     """
-    if mode not in STEP_SPLITS:
-        raise BadInput(f"--step-split {mode!r}: choose one of {', '.join(STEP_SPLITS)}")
-    if mode == "auto":
-        mode = "blank" if _BLANK.search(text.strip()) else "lines"
-    pieces = _BLANK.split(text) if mode == "blank" else text.splitlines()
-    return [p.strip() for p in pieces if p.strip()], mode
-
-
-def _question(row: dict[str, Any]) -> str | None:
-    for name in QUESTION_FIELDS:
-        value = row.get(name)
-        if isinstance(value, list):  # a chat: the last user message
-            users = [m.get("content") for m in value if isinstance(m, dict) and m.get("role") == "user"]
-            value = users[-1] if users else None
-        if isinstance(value, str) and value.strip():
-            return value
-    return None
+    check_step_split(mode, GENERATE_STEP_SPLITS)
+    return cut_steps(text, mode)
 
 
 def load_problems(data: str, limit: int | None = None) -> list[dict[str, Any]]:
@@ -107,7 +92,7 @@ def load_problems(data: str, limit: int | None = None) -> list[dict[str, Any]]:
     for i, row in enumerate(records):
         if limit is not None and len(problems) >= limit:
             break
-        question = _question(row)
+        question = row_question(row)
         if question is None:
             raise BadInput(f"{data}: row {i}: no question text in any of the fields {', '.join(QUESTION_FIELDS)}")
         pid = next((str(row[k]) for k in ID_FIELDS if row.get(k) is not None), f"row-{i}")
@@ -168,8 +153,7 @@ class GenerateConfig:
             raise BadInput(f"--top-p {self.top_p}: must be in (0, 1]")
         if self.limit is not None and self.limit < 1:
             raise BadInput(f"--limit {self.limit}: must be at least 1")
-        if self.step_split not in STEP_SPLITS:
-            raise BadInput(f"--step-split {self.step_split!r}: choose one of {', '.join(STEP_SPLITS)}")
+        check_step_split(self.step_split, GENERATE_STEP_SPLITS)
         from posttrainlab.generation.factory import BACKENDS
 
         if self.backend not in BACKENDS:
@@ -290,6 +274,9 @@ def run_generate(
                 written += 1
         if progress is not None:
             progress(len(problems) - len(pending) + start + len(batch), len(problems))
+    from posttrainlab.data.cards.kinds import write_folder_card
+
+    write_folder_card(out, "generations")  # README.md, the dataset card (settings from generate.json)
     return run_file, written, len(done)
 
 

@@ -14,7 +14,9 @@ too, its outcome kept), and pairs formed by ``pair_answers``:
 ``policy_pairs`` writes ``preference_pairs.jsonl`` (one pair a line: ``id, source_id, category, prompt, chosen,
 rejected, chosen_source, rejected_outcome``) and ``preference_pairs.json`` (``settings``, ``counts``, timing) into
 the run's output_dir, both atomically and the summary last (docs/design.md "Reliability conventions"), and reuses
-them instead of sampling again when the summary's ``settings`` equal this run's (a resumed run).
+them instead of sampling again when the summary's ``settings`` equal this run's (a resumed run). ``pairs/`` then
+holds both as a dataset folder (``train.jsonl``, ``preference_pairs.json``: hard links) with its card
+(``data.cards.kinds.publish_pairs``), since the run folder's own ``README.md`` is the trainer's model card.
 
 Written by hand: the pairing rule is a few lines whose order and fallbacks must be exact and documented.
 """
@@ -108,7 +110,7 @@ def sample_pairs(records: list[dict], cfg, backend) -> tuple[list[dict], dict[st
     Returns ``(pairs, counts)``; ``counts`` is ``preference_pairs.json``'s (prompts, pairs, prompts without a
     correct / an incorrect answer, pairs whose chosen is the reference, outcomes of all samples and of the rejects).
     """
-    from posttrainlab.eval.policy import sample_answers
+    from posttrainlab.generation.sampling import sample_answers
     from posttrainlab.grading.arith import ArithGrader
 
     sampling = {"temperature": cfg.temperature, "top_p": cfg.top_p, "max_new_tokens": cfg.max_new_tokens}
@@ -219,6 +221,9 @@ def policy_pairs(
     write_jsonl(out / PAIRS, pairs)
     summary = {"settings": settings, "counts": counts, "backend": name, "seconds": round(seconds, 3)}
     write_text(out / SUMMARY, json.dumps(summary, indent=2) + "\n")
+    from posttrainlab.data.cards.kinds import publish_pairs
+
+    publish_pairs(out, PAIRS, SUMMARY)  # out/pairs/: the pairs as a dataset folder with its card
     print(f"dpo: {len(pairs)} on-policy pairs from {len(records)} prompts sampled in {seconds:.1f} s", flush=True)
     return pairs
 

@@ -6,6 +6,7 @@
     OUT/train/{span,step,meta}.jsonl   the problems of the training split
     OUT/test/{span,step,meta}.jsonl    the problems of the test split
     OUT/summary.json                   counts, clean share, first-error histogram, warnings
+    OUT/README.md                      the dataset card (data.cards: configs step, span, meta)
 
 An earlier build in ``OUT`` is replaced; a folder holding any other file is refused (exit 2) and left as it is.
 
@@ -54,7 +55,7 @@ SPLITS = ("all", "train", "test")
 VIEWS = ("span", "step", "meta")
 SUMMARY = "summary.json"
 #: every file a build writes (an earlier build is recognised by them)
-OWN_FILES = frozenset({SUMMARY} | {f"{split}/{view}.jsonl" for split in SPLITS for view in VIEWS})
+OWN_FILES = frozenset({SUMMARY, "README.md"} | {f"{split}/{view}.jsonl" for split in SPLITS for view in VIEWS})
 TEST_SPLIT_NAMES = ("test",)
 
 
@@ -188,14 +189,22 @@ def build_views(
     return views, summary
 
 
-def write_views(views: dict[str, dict[str, list[dict[str, Any]]]], summary: dict[str, Any], out: Path) -> Path:
-    """Write the views and ``summary.json`` into ``out``, replacing an earlier build atomically."""
+def write_views(
+    views: dict[str, dict[str, list[dict[str, Any]]]],
+    summary: dict[str, Any],
+    out: Path,
+    provenance: dict[str, Any] | None = None,
+) -> Path:
+    """Write the views, ``summary.json`` and the card into ``out``, replacing an earlier build atomically."""
+    from posttrainlab.data.cards.kinds import write_folder_card
+
     check_output_folder(out, OWN_FILES.__contains__, what="sharp-build output")
     with staging_dir(out) as tmp:
         for split, files in views.items():
             for name, rows in files.items():
                 write_jsonl(tmp / split / f"{name}.jsonl", rows)
         (tmp / SUMMARY).write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        write_folder_card(tmp, "sharp", provenance)
     return out
 
 
@@ -228,10 +237,21 @@ def build_sharp(
     selection: str = "all",
     test_share: float = 0.1,
     seed: int = 0,
+    provenance: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Build and write the views (module docstring); the summary."""
+    """Build and write the views (module docstring); the summary.
+
+    ``provenance``: what the card should say of the policy and sampling (``data.cards.kinds.upstream_provenance``
+    of the annotation run); the judge is read from the records.
+    """
     views, summary = build_views(records, selection=selection, test_share=test_share, seed=seed)
-    write_views(views, summary, Path(out))
+    judges = sorted({str(r.get("model")) for r in records})
+    versions = sorted({str(r.get("prompt_version")) for r in records})
+    judge = {"model": judges[0] if len(judges) == 1 else judges, "prompt_version": versions[0] if versions else None}
+    upstream = dict(provenance or {})
+    if isinstance(upstream.get("judge"), dict):
+        judge = {**upstream["judge"], **judge}
+    write_views(views, summary, Path(out), {**upstream, "judge": judge})
     return summary
 
 

@@ -14,6 +14,7 @@ step followed by the separator (default ``<extra_0>``, a special token, so token
   without added special tokens (the template writes them) — Qwen2.5-Math-PRM's own recipe;
 - plain: ``question + "\\n" + step_1 + SEP + ... + step_n + SEP``, tokenised with the tokenizer's
   special tokens (a BOS where it adds one).
+- ``spec.input_format == "policy"``: the policy's own prompt and lines, no separator (``prm_policy_format``).
 
 Steps are used verbatim (not stripped). A question or step holding the separator text is refused:
 the separator count would no longer name the steps.
@@ -60,11 +61,21 @@ from transformers.modeling_outputs import TokenClassifierOutput
 from transformers.models.qwen2.modeling_qwen2 import Qwen2Config, Qwen2Model, Qwen2PreTrainedModel
 
 from posttrainlab.errors import BadInput
-from posttrainlab.models.prm_spec import DEFAULT_SEPARATOR, DEFAULT_SYSTEM, HEADS, PRM_CONFIG, PRMSpec
+from posttrainlab.models.prm_spec import (
+    DEFAULT_SEPARATOR,
+    DEFAULT_SYSTEM,
+    HEADS,
+    INPUT_FORMATS,
+    PRM_CONFIG,
+    QWEN_PRM,
+    PRMSpec,
+    architecture,
+    checkpoint_head,
+    not_a_prm,
+)
 
 log = logging.getLogger(__name__)
 
-QWEN_PRM = "Qwen2ForProcessRewardModel"
 LABELS = {0: "wrong", 1: "correct"}
 
 
@@ -117,7 +128,14 @@ def separator_id(tokenizer, separator: str) -> int | None:
 
 
 def encode_solution(tokenizer, spec: PRMSpec, question: str, steps: list[str], *, offsets: bool = False) -> Encoded:
-    """Tokenise ``format_solution``'s text; ``ValueError`` unless there is exactly one separator per step."""
+    """Tokenise ``format_solution``'s text; ``ValueError`` unless there is exactly one separator per step.
+
+    ``spec.input_format == "policy"``: the policy's own prompt and lines instead (``models.prm_policy_format``).
+    """
+    if spec.input_format == "policy":
+        from posttrainlab.models.prm_policy_format import encode_policy_solution
+
+        return Encoded(*encode_policy_solution(tokenizer, spec, question, steps, offsets=offsets))
     text, spans = format_solution(tokenizer, spec, question, steps)
     enc = tokenizer(text, add_special_tokens=not spec.chat, return_offsets_mapping=offsets)
     ids = list(enc["input_ids"])
@@ -282,11 +300,6 @@ def _read_json(source: str, name: str, local_only: bool) -> dict | None:
         raise BadInput(f"{source}: {name} is not readable JSON ({e})") from None
 
 
-def _architecture(config: dict) -> str:
-    archs = config.get("architectures") or []
-    return archs[0] if archs else ""
-
-
 def _model_class(arch: str, head: str, source: str):
     """The class to load ``arch`` with for ``head``; ``BadInput`` for a mismatch."""
     from transformers import AutoModelForCausalLM, AutoModelForTokenClassification
@@ -312,16 +325,11 @@ def _load(path: str, *, head: str | None, dtype, trust_remote_code: bool, for_tr
             raise OSError(f"{path}: no config.json")
         saved = _read_json(source, PRM_CONFIG, local_only)
         saved = None if saved is None else PRMSpec.from_dict(saved, f"{path}/{PRM_CONFIG}")
-        arch = _architecture(config)
+        arch = architecture(config)
         if head is None:  # scoring: the checkpoint must say what it is
-            head = saved.head if saved is not None else None
-            if head is None and (arch == QWEN_PRM or arch.endswith("ForTokenClassification")):
-                head = "token-cls"
+            head = checkpoint_head(config, saved)
             if head is None:
-                raise BadInput(
-                    f"{path}: not a PRM checkpoint ({arch or 'no architectures'} and no {PRM_CONFIG}; "
-                    "expected a 2-label *ForTokenClassification, Qwen2ForProcessRewardModel or a verdict-head PRM)"
-                )
+                raise not_a_prm(path, config)
         cls = _model_class(arch, head, path)
         kwargs: dict[str, Any] = {"dtype": resolve_dtype(dtype), "use_safetensors": True, **common}
         if cls is Qwen2ForProcessRewardModel:
@@ -383,7 +391,7 @@ def load_prm(path: str | os.PathLike, *, dtype="float32", trust_remote_code: boo
         path, head=None, dtype=dtype, trust_remote_code=trust_remote_code, for_training=False
     )
     spec = saved or PRMSpec(head=head, chat=bool(tokenizer.chat_template))
-    if separator_id(tokenizer, spec.separator) is None:
+    if spec.input_format == "qwen" and separator_id(tokenizer, spec.separator) is None:
         raise BadInput(f"{path}: the tokenizer does not read the separator {spec.separator!r} as one token")
     make_head(spec, tokenizer)  # checks the verdict tokens
     model.eval()
@@ -400,20 +408,25 @@ def load_for_training(
     yes_token: str = "+",
     no_token: str = "-",
     trust_remote_code: bool = False,
+    input_format: str = "qwen",
+    instruction: str = "",
 ):
     """``(model, tokenizer, spec)`` to train a PRM with ``head`` from a causal LM, an encoder or a PRM.
 
     A token-cls head on a model without one gets a fresh 2-label head, announced in one warning line
     (any other tensor the checkpoint lacks is ``BadInput``, as in ``load_prm``). The separator is added as a
     special token when the tokenizer lacks it, and the embeddings are resized to match.
-    ``chat=None`` uses the tokenizer's chat template when it has one.
+    ``chat=None`` uses the tokenizer's chat template when it has one. ``input_format="policy"`` reads the
+    policy's own prompt (``instruction`` + question) and lines (``models.prm_policy_format``): no separator is
+    added and the embeddings stay as they are.
     """
     if head not in HEADS:
         raise BadInput(f"head {head!r}: choose one of {', '.join(HEADS)}")
     model, tokenizer, _, _ = _load(
         str(path), head=head, dtype="float32", trust_remote_code=trust_remote_code, for_training=True
     )
-    if ensure_separator(tokenizer, separator) and len(tokenizer) > model.get_input_embeddings().num_embeddings:
+    added = input_format == "qwen" and ensure_separator(tokenizer, separator)
+    if added and len(tokenizer) > model.get_input_embeddings().num_embeddings:
         model.resize_token_embeddings(len(tokenizer))
     spec = PRMSpec(
         head=head,
@@ -422,8 +435,12 @@ def load_for_training(
         system_prompt=system_prompt,
         yes_token=yes_token,
         no_token=no_token,
+        input_format=input_format,
+        instruction=instruction,
     )
-    if spec.chat and not tokenizer.chat_template:
+    if spec.input_format not in INPUT_FORMATS:
+        raise BadInput(f"input_format {input_format!r}: choose one of {', '.join(INPUT_FORMATS)}")
+    if spec.input_format == "qwen" and spec.chat and not tokenizer.chat_template:
         raise BadInput(f"{path}: chat_template is true but the tokenizer has no chat template")
     make_head(spec, tokenizer)
     return model, tokenizer, spec

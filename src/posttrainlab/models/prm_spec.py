@@ -17,6 +17,12 @@ from posttrainlab.errors import BadInput
 
 PRM_CONFIG = "prm_config.json"
 HEADS = ("token-cls", "verdict")
+#: How a solution becomes the PRM's input (``models.prm.encode_solution``): ``qwen`` = Qwen2.5-Math-PRM's layout
+#: (system prompt, question, steps each followed by the separator token); ``policy`` = the policy's own prompt
+#: (chat template over instruction + question) and its own lines, each ending in a newline, read at the newline
+#: (``models.prm_policy_format``).
+INPUT_FORMATS = ("qwen", "policy")
+QWEN_PRM = "Qwen2ForProcessRewardModel"
 DEFAULT_SEPARATOR = "<extra_0>"
 #: Qwen2.5-Math-PRM's system prompt (its model card's usage example).
 DEFAULT_SYSTEM = "Please reason step by step, and put your final answer within \\boxed{}."
@@ -32,6 +38,11 @@ class PRMSpec:
     system_prompt: str = DEFAULT_SYSTEM
     yes_token: str = "+"  # verdict head only: the token whose probability is the reward
     no_token: str = "-"
+    input_format: str = "qwen"  # qwen | policy (INPUT_FORMATS)
+    instruction: str = ""  # policy format: the user turn is instruction + "\n\n" + question ("": the question alone)
+    # the step best-of-N and beam search append to a finished solution without an answer line ("": none); set by
+    # training when its rows hold arith-prm's explicit missing-answer step (data.arith.prm_labels.NO_ANSWER_STEP)
+    no_answer_step: str = ""
 
     @classmethod
     def from_dict(cls, data: Any, where: str) -> PRMSpec:
@@ -44,12 +55,59 @@ class PRMSpec:
         spec = cls(**data)
         if spec.head not in HEADS:
             raise BadInput(f"{where}: head {spec.head!r}: choose one of {', '.join(HEADS)}")
-        for name in ("separator", "system_prompt", "yes_token", "no_token"):
+        if spec.input_format not in INPUT_FORMATS:
+            raise BadInput(f"{where}: input_format {spec.input_format!r}: choose one of {', '.join(INPUT_FORMATS)}")
+        for name in ("separator", "system_prompt", "yes_token", "no_token", "instruction", "no_answer_step"):
             if not isinstance(getattr(spec, name), str):
                 raise BadInput(f"{where}: {name} must be a string")
         if not isinstance(spec.chat, bool):
             raise BadInput(f"{where}: chat must be true or false")
         return spec
+
+
+def architecture(config: dict) -> str:
+    """The first of a ``config.json``'s ``architectures``, ``""`` when it names none."""
+    archs = config.get("architectures") or []
+    return archs[0] if archs else ""
+
+
+def checkpoint_head(config: dict, saved: PRMSpec | None) -> str | None:
+    """The head a checkpoint scores with: its ``prm_config.json``'s, else ``token-cls`` for a token-classification
+    or Qwen2.5-Math-PRM architecture; ``None`` when it is no PRM (a policy, say)."""
+    if saved is not None:
+        return saved.head
+    arch = architecture(config)
+    return "token-cls" if arch == QWEN_PRM or arch.endswith("ForTokenClassification") else None
+
+
+def not_a_prm(path: str, config: dict) -> BadInput:
+    return BadInput(
+        f"{path}: not a PRM checkpoint ({architecture(config) or 'no architectures'} and no {PRM_CONFIG}; "
+        "expected a 2-label *ForTokenClassification, Qwen2ForProcessRewardModel or a verdict-head PRM)"
+    )
+
+
+def check_prm_folder(path: str | os.PathLike) -> None:
+    """``BadInput`` unless the local folder ``path`` holds a PRM checkpoint (``checkpoint_head``), read from its
+    ``config.json`` and ``prm_config.json`` alone: a policy folder given as the PRM is refused before the sampling
+    that comes first in best-of-N and beam search, not after it."""
+    folder = Path(path).expanduser()
+
+    def read(name: str) -> Any:
+        try:
+            return json.loads((folder / name).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as e:
+            raise BadInput(f"{folder / name}: not readable JSON ({e})") from None
+
+    config = read("config.json")
+    if not isinstance(config, dict):
+        raise BadInput(f"{path}: no such model folder (no config.json in it; expected a Hugging Face model folder)")
+    saved = read(PRM_CONFIG)
+    spec = None if saved is None else PRMSpec.from_dict(saved, f"{path}/{PRM_CONFIG}")
+    if checkpoint_head(config, spec) is None:
+        raise not_a_prm(str(path), config)
 
 
 def write_spec(spec: PRMSpec, folder: str | os.PathLike) -> None:

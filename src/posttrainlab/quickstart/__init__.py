@@ -17,8 +17,9 @@ instead of pretraining the tiny base, with LoRA and fewer problems so it fits in
 ``--preset FILE.yaml`` reads a preset of the user's. Any stage setting can be changed with ``key=value``
 overrides (``sft.optim.epochs=1``); ``--print-config`` shows the result (``resolved``).
 
-The package: ``config`` (``QuickstartConfig``, presets, ``place``), ``stages`` (``STAGES``, ``StageLog``), ``run``
-(``run_quickstart``).
+The package: ``config`` (``QuickstartConfig``, presets, ``place``), ``plan`` (the stage table ``STAGES``),
+``record`` (``OUT/stages.json`` and the check before anything runs), ``stages`` (``StageLog``: console lines,
+``quickstart.log``, ``run.json``), ``run`` (``run_quickstart``). The run folder's paths: ``run_layout.RunLayout``.
 """
 
 from posttrainlab.quickstart.config import (
@@ -35,8 +36,10 @@ from posttrainlab.quickstart.config import (
     resolved,
     seed_name,
 )
+from posttrainlab.quickstart.plan import STAGES, Stage, planned_stages
 from posttrainlab.quickstart.run import run_quickstart
-from posttrainlab.quickstart.stages import STAGE_LOG, STAGES, StageLog, planned_stages
+from posttrainlab.quickstart.stages import StageLog
+from posttrainlab.run_layout import STAGE_LOG, RunLayout
 
 __all__ = [
     "PRESET_DIR",
@@ -46,6 +49,8 @@ __all__ = [
     "EvalSettings",
     "ProcessSettings",
     "QuickstartConfig",
+    "RunLayout",
+    "Stage",
     "StageLog",
     "check_config",
     "method_recipe",

@@ -10,9 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from posttrainlab.config import SHIPPED
+from posttrainlab.data.arith.prm_labels import ArithPRMOptions
 from posttrainlab.train.pretrain import PretrainConfig
 from posttrainlab.train.prm_recipe import PRMDataConfig, PRMRecipe
-from posttrainlab.train.recipes import DPORecipe, GRPORecipe, OptimConfig, SFTRecipe
+from posttrainlab.train.recipes import DPORecipe, GRPORecipe, OptimConfig, RFTRecipe, SFTRecipe
 
 
 @dataclass
@@ -25,16 +26,27 @@ class EvalSettings:
     max_new_tokens: int = 48
     preference_split: str | None = "preference_test"
     eval_base: bool = False  # also evaluate the base model (it has never seen the prompt format)
+    # K > 1: also K samples per problem at sample_temperature: pass@1 (mean over the K) and maj@K beside greedy
+    # accuracy (eval.sampled), paired against SFT in the report; 0 = greedy only
+    samples: int = 0
+    sample_temperature: float = 1.0
+
+    def check(self) -> None:
+        """``BadInput`` for a negative ``samples`` or a ``sample_temperature`` that is not above 0."""
+        from posttrainlab.errors import BadInput
+
+        if self.samples < 0:
+            raise BadInput(f"samples={self.samples}: must be >= 0 (0: greedy only)")
+        if not self.sample_temperature > 0:
+            raise BadInput(f"sample_temperature={self.sample_temperature}: must be greater than 0")
 
 
-# The quickstart sets model, output_dir, dataset.path and dataset.eval_path of the PRM recipe (``place``).
+#: the value of a path the quickstart sets itself, inside the run folder (``place``)
+PLACED = "(set by the quickstart inside --out)"
+
+
 def _prm_data() -> PRMDataConfig:
-    return PRMDataConfig(
-        path="OUT/arith-prm/step/train.jsonl",
-        format="step",
-        eval_path="OUT/arith-prm/step/heldout.jsonl",
-        eval_steps=50,
-    )
+    return PRMDataConfig(path=PLACED, format="step", eval_path=PLACED, eval_steps=50)
 
 
 @dataclass
@@ -61,6 +73,9 @@ class ProcessSettings:
     # (free exact labels beside the policy samples; e.g. [sft_train_3k]); reference_limit: first N records of each
     references: list[str] = field(default_factory=list)
     reference_limit: int | None = None
+    # arith-prm's labels, missing-answer step and near-miss hard negatives (data.arith.prm_labels); labels
+    # every-step trains the PRM on the Math-Shepherd view, where every line is (place)
+    labelling: ArithPRMOptions = field(default_factory=ArithPRMOptions)
     prm: PRMRecipe = field(
         default_factory=lambda: PRMRecipe(
             dataset=_prm_data(),
@@ -85,11 +100,15 @@ class QuickstartConfig:
     sft: SFTRecipe = field(default_factory=SFTRecipe)
     dpo: DPORecipe = field(default_factory=DPORecipe)
     grpo: GRPORecipe = field(default_factory=GRPORecipe)
+    rft: RFTRecipe = field(default_factory=RFTRecipe)
     eval: EvalSettings = field(default_factory=EvalSettings)
     process: ProcessSettings = field(default_factory=ProcessSettings)
     # trained from the SFT model, in this order: dpo (the dpo recipe as set), dpo-policy (the same recipe with
-    # preference.source=policy: pairs sampled from the SFT model and graded; train/dpo.py), grpo
+    # preference.source=policy: pairs sampled from the SFT model and graded; train/dpo.py), grpo, rft (rejection-
+    # sampling fine-tuning; train/rft.py), sft-continued (the more-training control: rft's fine-tune settings on
+    # its sft_data alone, from the SFT model, for as many steps as continued_steps_from's run took; train/continued.py)
     methods: list[str] = field(default_factory=lambda: ["dpo", "dpo-policy", "grpo"])
+    continued_steps_from: str | None = "rft"  # sft, or a method listed before sft-continued; None: rft.optim as set
     # train every method (SFT too) K times, optim.seed + 0..K-1 (dpo-policy's sampling seed too): OUT/<m>-s<k>,
     # OUT/eval/<m>-s<k> for k >= 1; the report gives mean and sd over the K seeds beside each interval
     seeds: int = 1
@@ -104,7 +123,7 @@ def preset_names() -> list[str]:
 
 
 #: the methods ``methods`` may list, and the recipe (a field of QuickstartConfig) each one trains
-METHODS = {"dpo": "dpo", "dpo-policy": "dpo", "grpo": "grpo"}
+METHODS = {"dpo": "dpo", "dpo-policy": "dpo", "grpo": "grpo", "rft": "rft", "sft-continued": "rft"}
 
 
 def check_config(cfg: QuickstartConfig) -> None:
@@ -116,6 +135,11 @@ def check_config(cfg: QuickstartConfig) -> None:
         raise BadInput(f"methods: unknown {', '.join(map(repr, unknown))}; choose from {', '.join(METHODS)}")
     if cfg.seeds < 1:
         raise BadInput(f"seeds={cfg.seeds}: must be at least 1")
+    if "sft-continued" in cfg.methods and cfg.continued_steps_from is not None:
+        before = ["sft", *cfg.methods[: cfg.methods.index("sft-continued")]]
+        if cfg.continued_steps_from not in before:
+            raise BadInput(f"continued_steps_from={cfg.continued_steps_from!r}: sft-continued trains as many steps as "
+                           f"that run took; name sft or a method listed before it ({', '.join(before)})")  # fmt: skip
 
 
 def quickstart_config(preset: str, overrides: list[str] | None = None) -> QuickstartConfig:
@@ -142,7 +166,8 @@ def seed_name(method: str, k: int) -> str:
 
 def method_recipe(cfg: QuickstartConfig, method: str, k: int = 0):
     """The recipe ``method`` (``sft`` or one of ``METHODS``) trains for seed ``k`` (``train.recipes.seeded``):
-    a copy, with the paths ``place`` set; dpo-policy is the dpo recipe with ``preference.source: policy``."""
+    a copy, with the paths ``place`` set; dpo-policy is the dpo recipe with ``preference.source: policy``;
+    sft-continued is rft's fine-tune on its sft_data alone (``train.continued.continued_from``)."""
     from copy import deepcopy
 
     from posttrainlab.train.recipes import seeded
@@ -151,18 +176,33 @@ def method_recipe(cfg: QuickstartConfig, method: str, k: int = 0):
     if method == "dpo-policy":
         recipe.preference.source = "policy"
         recipe.output_dir = str(Path(recipe.output_dir).parent / method)
+    if method == "sft-continued":
+        from posttrainlab.train.continued import continued_from
+
+        runs, source = Path(recipe.output_dir).parent, cfg.continued_steps_from
+        steps_from = None if source is None else str(runs / seed_name(source, k))
+        recipe = continued_from(recipe, str(runs / method), steps_from)
     return seeded(recipe, k)
 
 
-def place(cfg: QuickstartConfig, out: Path, base: str) -> None:
-    """Set what the quickstart decides itself: each stage's model, output_dir and dataset.path, inside ``out``."""
-    data = out / "data" / "arith-v1"
-    for name, recipe, start in (("sft", cfg.sft, base), ("dpo", cfg.dpo, out / "sft"), ("grpo", cfg.grpo, out / "sft")):
-        recipe.model, recipe.output_dir, recipe.dataset.path = str(start), str(out / name), str(data)
+def place(cfg: QuickstartConfig, layout, base: str | Path | None = None) -> None:
+    """Set what the quickstart decides itself, inside the run folder (a ``run_layout.RunLayout``): each stage's
+    model, output_dir and dataset paths. SFT starts from ``base``, or from ``OUT/base`` (the link to the run's
+    base model) while the base is not known yet (an import that has not run)."""
+    data = str(layout.data)
+    for name, recipe, start in (("sft", cfg.sft, base or layout.base), ("dpo", cfg.dpo, layout.model("sft")),
+                                ("grpo", cfg.grpo, layout.model("sft")),
+                                ("rft", cfg.rft, layout.model("sft"))):  # fmt: skip
+        recipe.model, recipe.output_dir, recipe.dataset.path = str(start), str(layout.model(name)), data
+    cfg.rft.sft_data.path = data
     prm = cfg.process.prm
-    prm.model, prm.output_dir = str(out / "sft"), str(out / "prm")
-    prm.dataset.path = str(out / "arith-prm" / "step" / "train.jsonl")
-    prm.dataset.eval_path = str(out / "arith-prm" / "step" / "heldout.jsonl")  # its loss: the report's eval curve
+    prm.model, prm.output_dir = str(layout.model("sft")), str(layout.prm)
+    prm.dataset.path = str(layout.prm_train)
+    prm.dataset.eval_path = str(layout.prm_heldout)  # its loss: the report's eval curve
+    if cfg.process.labelling.labels == "every-step":  # every line is in the Math-Shepherd view
+        prm.dataset.format = "math-shepherd"
+        prm.dataset.path, prm.dataset.eval_path = (str(layout.arith_prm / "math_shepherd" / f"{split}.jsonl")
+                                                   for split in ("train", "heldout"))  # fmt: skip
 
 
 def resolved(cfg: QuickstartConfig, out: str | Path) -> QuickstartConfig:
@@ -172,8 +212,9 @@ def resolved(cfg: QuickstartConfig, out: str | Path) -> QuickstartConfig:
     """
     from copy import deepcopy
 
+    from posttrainlab.run_layout import RunLayout
     from posttrainlab.train.pretrain import base_cache_path
 
     cfg = deepcopy(cfg)
-    place(cfg, Path(out), str(base_cache_path(cfg.base)) if cfg.base_model is None else cfg.base_model)
+    place(cfg, RunLayout(Path(out)), base_cache_path(cfg.base) if cfg.base_model is None else cfg.base_model)
     return cfg

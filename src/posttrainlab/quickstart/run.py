@@ -1,178 +1,89 @@
-"""``run_quickstart``: every stage in order, each skipped when its finished marker is there (``StageLog``)."""
+"""``run_quickstart``: check the run folder, then walk the stage table (``plan.STAGES``) in order.
+
+Nothing is written before ``record.StageRecords.check`` has accepted the folder for every planned stage; a stage
+is reused when its marker is there and its record matches this run's settings (``record``).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from posttrainlab.quickstart.config import (
-    ProcessSettings,
-    QuickstartConfig,
-    check_config,
-    method_recipe,
-    place,
-    seed_name,
-)
+from posttrainlab.quickstart.config import QuickstartConfig, check_config, method_recipe, place
+from posttrainlab.quickstart.plan import Run, plan
+from posttrainlab.quickstart.record import StageRecords, model_hashes
 from posttrainlab.quickstart.stages import StageLog
+from posttrainlab.run_layout import RunLayout
 
 
 def run_quickstart(out: str | Path, cfg: QuickstartConfig, console=None) -> Path:
     """Run every stage into ``out``; return the path of report.html."""
     from rich.console import Console
 
-    from posttrainlab.data.arith.release import prepare
-    from posttrainlab.data.manifest import has_manifest
-    from posttrainlab.eval.policy import evaluate_policy
     from posttrainlab.progress import quiet_libraries
-    from posttrainlab.report.build import build_report
-    from posttrainlab.train.common import SUMMARY
-    from posttrainlab.train.dpo import train_dpo
-    from posttrainlab.train.grpo import train_grpo
-    from posttrainlab.train.pretrain import base_cache_path, is_cached, pretrain
-    from posttrainlab.train.sft import train_sft
 
     check_config(cfg)
     console = console or Console()
     quiet_libraries()
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    run = StageLog(out, cfg)
-    data = out / "data" / "arith-v1"
-    run.stage("prepare", has_manifest(data), lambda: prepare(data), console)
+    layout = RunLayout(Path(out))
+    r = Run(cfg, layout, base=_known_base(cfg))
+    place(cfg, layout, r.base)
+    stages = plan(r)
+    records = StageRecords(layout)
+    records.check(stages)  # before anything is written
+    layout.root.mkdir(parents=True, exist_ok=True)
+    log = StageLog(layout.root, cfg, [s.name for s in stages])
+    log.state["base_model"] = str(r.base) if r.base is not None else cfg.base_model
+    weights: dict[str, dict[str, str]] = {}
+    for stage in stages:
+        if stage.name == "report":
+            _record_provenance(log, r, cfg, weights)
+        if stage.name in ("sft", "eval-base"):
+            _link_base(layout, r.base)  # the base is known: pretrain or import ran before
+        cached = stage.done() and records.records.get(stage.name, {}).get("hash") == records.hashes[stage.name]
+        if stage.name != "report" and not cached:
+            records.started(stage)
+        log.stage(stage.name, cached, stage.run, console)
+        if stage.name != "report":
+            weights[stage.name] = records.finished(stage)
+    return layout.report_html
+
+
+def _known_base(cfg: QuickstartConfig) -> Path | None:
+    """The base before any stage runs: the tiny base's cache path or a model folder (an import's: once it ran)."""
+    from posttrainlab.models.gguf_import import is_import_source
+    from posttrainlab.train.pretrain import base_cache_path
+
     if cfg.base_model is None:
-        base = base_cache_path(cfg.base)
-        run.state["base_model"] = str(base)
-        run.stage("pretrain", is_cached(base, cfg.base), lambda: pretrain(cfg.base, base), console)
-    else:
-        base = _real_base(run, cfg.base_model, console)
-    _link_base(out, base)
-    place(cfg, out, str(base))  # run.json's "config" keeps the paths as configured (StageLog copied them)
+        return base_cache_path(cfg.base)
+    if is_import_source(cfg.base_model):
+        return None
+    from posttrainlab.models.loading import check_folder
 
-    trainers = {"sft": train_sft, "dpo": train_dpo, "dpo-policy": train_dpo, "grpo": train_grpo}
-
-    def train(method: str, k: int) -> None:
-        name = seed_name(method, k)
-        recipe = method_recipe(cfg, method, k)
-        run.stage(name, (out / name / SUMMARY).is_file(), lambda: trainers[method](recipe), console)
-
-    def evaluate(name: str, model: Path, ref: Path | None = None) -> None:
-        target = out / "eval" / name
-        e = cfg.eval
-
-        def go() -> None:
-            evaluate_policy(
-                str(model),
-                str(data),
-                target,
-                split=e.split,
-                limit=e.limit,
-                batch_size=e.batch_size,
-                max_new_tokens=e.max_new_tokens,
-                preference_split=e.preference_split,
-                ref_model=str(ref) if ref else None,
-                beta=cfg.dpo.beta,
-            )
-
-        run.stage(f"eval-{name}", (target / "metrics.json").is_file(), go, console)
-
-    if cfg.eval.eval_base:
-        evaluate("base", base)
-    for method in ("sft", *cfg.methods):  # DPO and GRPO start from OUT/sft, the first seed's SFT model
-        for k in range(cfg.seeds):
-            train(method, k)
-            name = seed_name(method, k)
-            evaluate(name, out / name, ref=out / "sft" if method.startswith("dpo") else None)
-    if cfg.process.enabled:
-        _process_stages(run, cfg.process, out, data, console)
-    run.record_provenance(cfg)
-    run.stage("report", False, lambda: build_report(out), console)
-    return out / "report.html"
+    return Path(check_folder(cfg.base_model))
 
 
-def _process_stages(run: StageLog, p: ProcessSettings, out: Path, data: Path, console) -> None:
-    """arith-prm from the SFT policy → step PRM (from the SFT model) → PRM eval (held out) → best-of-N (test)."""
-    from posttrainlab.eval import beam_search, best_of_n, prm_eval
-    from posttrainlab.label.arith_prm import build
-    from posttrainlab.train.prm import train_prm
+def _record_provenance(log: StageLog, r: Run, cfg: QuickstartConfig, weights: dict) -> None:
+    """``run.json``: the base, the SHA-256 of every model's weights, commit, versions, device, threads, seeds."""
+    from posttrainlab.provenance import provenance
 
-    policy, prm_data, prm_dir = out / "sft", out / "arith-prm", out / "prm"
-    run.stage(
-        "arith-prm",
-        (prm_data / "manifest.json").is_file(),
-        lambda: build(
-            policy,
-            data,
-            prm_data,
-            k=p.k,
-            limit=p.limit,
-            temperature=p.temperature,
-            reference_splits=p.references,
-            reference_limit=p.reference_limit,
-        ),
-        console,
-    )
-    run.stage("prm", (prm_dir / "prm_config.json").is_file(), lambda: train_prm(p.prm), console)
-    target = out / "prm-eval"
-    run.stage(
-        "eval-prm",
-        (target / "metrics.json").is_file(),
-        lambda: prm_eval.run(prm_dir, prm_data / "step" / "heldout.jsonl", target),
-        console,
-    )
-    bon = out / "best-of-n"
-    run.stage(
-        "best-of-n",
-        (bon / "bon.json").is_file(),
-        lambda: best_of_n.run(policy, prm_dir, data, bon, n=p.bon_n, limit=p.bon_limit, temperature=p.bon_temperature),
-        console,
-    )
-    if p.beam.enabled:  # the same problems as best-of-N, at about its token budget (B x M = N)
-        b, beam = p.beam, out / "beam-search"
-        run.stage(
-            "beam-search",
-            (beam / "beam.json").is_file(),
-            lambda: beam_search.run(
-                policy,
-                prm_dir,
-                data,
-                beam,
-                beams=b.beams,
-                proposals=b.proposals,
-                max_steps=b.max_steps,
-                temperature=b.temperature,
-                aggregation=b.aggregation,
-                limit=p.bon_limit,
-                best_of_n=bon,
-            ),
-            console,
-        )
+    if r.base is not None:
+        named = cfg.base_model not in (None, str(r.base))
+        log.state["base_model"] = f"{cfg.base_model} ({r.base})" if named else str(r.base)
+        weights = {"base": model_hashes(r.base, r.layout), **weights}
+    log.state["weights"] = {name: w for name, w in weights.items() if w}
+    seeds = {m: [method_recipe(cfg, m, k).optim.seed for k in range(cfg.seeds)] for m in ("sft", *cfg.methods)}
+    log.state["provenance"] = provenance(seeds=seeds)
+    log.save()
 
 
-def _real_base(run: StageLog, source: str, console) -> Path:
-    """The run's start when ``base_model`` is set: a model folder as it is, else an import (cached by GGUF hash)."""
-    from posttrainlab.models.gguf_import import import_model, is_import_source
-
-    if not is_import_source(source):
-        from posttrainlab.models.loading import check_folder
-
-        run.state["base_model"] = str(check_folder(source))
-        return Path(source)
-    found: dict[str, Path] = {}
-
-    def go() -> None:
-        found["folder"] = import_model(source)[0]
-
-    run.stage("import", False, go, console)
-    run.state["base_model"] = f"{source} ({found['folder']})"
-    return found["folder"]
-
-
-def _link_base(out: Path, base: Path) -> None:
-    """``OUT/base`` points at the cached base, so the run folder shows every model it used."""
-    link = out / "base"
+def _link_base(layout: RunLayout, base: Path | None) -> None:
+    """``OUT/base`` points at the base model, so the run folder shows every model it used (checked beforehand:
+    anything else there was refused by ``record``)."""
+    link = layout.base
+    if base is None:
+        raise RuntimeError("the base model is not known yet (the pretrain or import stage did not run)")
     if link.is_symlink():
         if link.readlink() == base:
             return
         link.unlink()
-    elif link.exists():
-        return  # a real folder of the user's: leave it
     link.symlink_to(base, target_is_directory=True)

@@ -1,6 +1,6 @@
-"""The quickstart's stage plan (``STAGES``) and its log (``StageLog``).
+"""The quickstart's log (``StageLog``): the console lines, ``OUT/quickstart.log`` and ``OUT/run.json``.
 
-``StageLog`` writes the console lines, ``OUT/quickstart.log`` and ``OUT/run.json``.
+The plan it numbers is ``plan.STAGES``'s, the one ``run.run_quickstart`` walks.
 """
 
 from __future__ import annotations
@@ -12,49 +12,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from posttrainlab.progress import clock
-from posttrainlab.quickstart.config import QuickstartConfig, method_recipe, seed_name
-
-
-def _when(name: str, runs=lambda cfg: True):
-    """A ``STAGES`` row: ``name`` where ``runs(cfg)``, else nothing."""
-    return lambda cfg: [name] if runs(cfg) else []
-
-
-def _method_stages(cfg: QuickstartConfig) -> list[str]:
-    """SFT then each method, each trained and evaluated once per seed (``run.run_quickstart``'s order)."""
-    names = []
-    for method in ("sft", *cfg.methods):
-        for k in range(cfg.seeds):
-            names += [seed_name(method, k), f"eval-{seed_name(method, k)}"]
-    return names
-
-
-def _imports(cfg: QuickstartConfig) -> bool:
-    from posttrainlab.models.gguf_import import is_import_source  # a base_model folder is used as it is: no stage
-
-    return cfg.base_model is not None and is_import_source(cfg.base_model)
-
-
-#: the stages ``run_quickstart`` runs, in its order: each row gives the names it adds for a config (none, one, or
-#: several, say one per seed). A stage added to ``run_quickstart`` gets its row here; ``StageLog`` numbers the stages
-#: from this list ("stage 3/11") and warns when a stage runs that it does not hold.
-STAGES = (
-    _when("prepare"),
-    _when("pretrain", lambda c: c.base_model is None),
-    _when("import", _imports),
-    _when("eval-base", lambda c: c.eval.eval_base),
-    lambda c: _method_stages(c),
-    *(_when(n, lambda c: c.process.enabled) for n in ("arith-prm", "prm", "eval-prm", "best-of-n")),
-    _when("beam-search", lambda c: c.process.enabled and c.process.beam.enabled),
-    _when("report"),
-)
-#: one line per stage start and end in the run folder, appended on every run (``StageLog``)
-STAGE_LOG = "quickstart.log"
-
-
-def planned_stages(cfg: QuickstartConfig) -> list[str]:
-    """The names of the stages ``run_quickstart`` runs for ``cfg``, in order (``STAGES``)."""
-    return [name for row in STAGES for name in row(cfg)]
+from posttrainlab.quickstart.config import QuickstartConfig, method_recipe
+from posttrainlab.run_layout import RUN_JSON, STAGE_LOG
 
 
 class StageLog:
@@ -65,19 +24,22 @@ class StageLog:
     ``OUT/quickstart.log``); a stage already done says ``cached``. ``OUT/quickstart.log`` gets a tab-separated
     line at each stage's start and end (UTC time, ``stage i/M``, name, start/done/cached/failed/interrupted,
     seconds), whatever the console is; ``OUT/run.json`` keeps each finished stage's time and status (the report
-    reads it). M is ``planned_stages(cfg)``'s count; a stage outside the plan is counted in with a warning.
+    reads it). M is the count of ``plan``, the names of the stages in the order they will run.
     """
 
-    def __init__(self, out: Path, cfg: QuickstartConfig):
+    def __init__(self, out: Path, cfg: QuickstartConfig, plan: list[str] | None = None):
+        from posttrainlab.quickstart.plan import planned_stages
+
         self.out, self.cfg = out, cfg
-        self.path, self.log = out / "run.json", out / STAGE_LOG
+        self.path, self.log = out / RUN_JSON, out / STAGE_LOG
         self.state = {"preset": cfg.preset, "stages": [], "started": _now(), "config": asdict(cfg)}
-        self.plan, self.position, self.t0 = planned_stages(cfg), 0, time.time()
+        self.plan = list(plan) if plan is not None else planned_stages(cfg, out)
+        self.position, self.t0 = 0, time.time()
         self.earlier = _earlier_times(self.log)
         self._append(f"# {_now()} quickstart preset={cfg.preset}: {len(self.plan)} stages: {' '.join(self.plan)}")
 
     def stage(self, name: str, done: bool, fn, console) -> None:
-        i, m = self._number(name, console)
+        i, m = self._number(name)
         tag, t0 = f"stage {i}/{m}: {name}", time.time()
         if done:
             status = "cached"
@@ -99,17 +61,11 @@ class StageLog:
         self.state["stages"].append({"name": name, "seconds": round(seconds, 1), "status": status})
         self.save()
 
-    def _number(self, name: str, console) -> tuple[int, int]:
-        """``(i, M)`` of the stage now starting; a planned stage skipped or an unplanned one is warned about."""
-        rest = self.plan[self.position :]
-        if name in rest:
-            skipped = rest[: rest.index(name)]
-            if skipped:
-                console.print(f"[yellow]warning: planned stage(s) {', '.join(skipped)} did not run[/yellow]")
-            del self.plan[self.position : self.position + len(skipped)]
-        else:
-            console.print(f"[yellow]warning: stage {name} is not in quickstart.STAGES; counting it in[/yellow]")
-            self.plan.insert(self.position, name)
+    def _number(self, name: str) -> tuple[int, int]:
+        """``(i, M)`` of the stage now starting: the plan is walked in order, so ``name`` is the next one."""
+        if self.position >= len(self.plan) or self.plan[self.position] != name:
+            expected = self.plan[self.position] if self.position < len(self.plan) else "none"
+            raise RuntimeError(f"stage {name} run out of the plan's order (next planned: {expected})")
         self.position += 1
         return self.position, len(self.plan)
 

@@ -32,6 +32,16 @@ from posttrainlab.report import paired, plots
 from posttrainlab.report.format import duration, pct, value, with_ci
 from posttrainlab.report.plots import METHODS, OUTCOMES, Stat, finite, method_label, ordered, stat, sub
 from posttrainlab.report.render import Block, heading, image, paragraph, table, to_html, to_markdown
+from posttrainlab.report.sampled import sampled_section
+from posttrainlab.run_layout import (
+    BON,
+    BON_PNG,
+    METRICS,
+    PRETRAIN_JSON,
+    RELIABILITY_PNG,
+    TRAIN_LOG,
+    RunLayout,
+)
 
 
 @dataclass
@@ -76,24 +86,24 @@ def load_run(run_dir: str | Path) -> RunFolder:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise BadInput(f"{run_dir}: {'not a folder' if run_dir.exists() else 'no such run folder'}")
-    run = RunFolder(run_dir)
-    if (run_dir / "run.json").is_file():
-        run.info = _read_json(run_dir / "run.json")
-    if (run_dir / "base" / "pretrain.json").is_file():
-        run.pretrain = _read_json(run_dir / "base" / "pretrain.json")
-    stages = {p.parent.name: p for p in run_dir.glob("*/train_log.jsonl") if p.is_file()}
+    run, layout = RunFolder(run_dir), RunLayout(run_dir)
+    if layout.run_json.is_file():
+        run.info = _read_json(layout.run_json)
+    if (layout.base / PRETRAIN_JSON).is_file():
+        run.pretrain = _read_json(layout.base / PRETRAIN_JSON)
+    stages = {p.parent.name: p for p in run_dir.glob(f"*/{TRAIN_LOG}") if p.is_file()}
     for stage in ordered(set(stages) - set(paired.seed_folders(stages)), METHODS):  # one set of curves per method
         run.logs[stage] = _read_log(stages[stage])
-    evals = {p.parent.name: p for p in run_dir.glob("eval/*/metrics.json") if p.is_file()}
+    evals = {p.parent.name: p for p in layout.eval_root.glob(f"*/{METRICS}") if p.is_file()}
     seeded = paired.seed_folders(evals)
     for method in ordered(set(evals) - set(seeded), METHODS):
         run.metrics[method] = _read_json(evals[method])
     for name, method in seeded.items():
         run.seeds.setdefault(method, []).append(_read_json(evals[name]))
-    if (run_dir / "prm-eval" / "metrics.json").is_file():
-        run.prm = _read_json(run_dir / "prm-eval" / "metrics.json")
-    if (run_dir / "best-of-n" / "bon.json").is_file():
-        run.bon = _read_json(run_dir / "best-of-n" / "bon.json")
+    if (layout.prm_eval / METRICS).is_file():
+        run.prm = _read_json(layout.prm_eval / METRICS)
+    if (layout.best_of_n / BON).is_file():
+        run.bon = _read_json(layout.best_of_n / BON)
     if not (run.info or run.pretrain or run.logs or run.metrics):
         raise BadInput(f"{run_dir}: not a run folder (no run.json, */train_log.jsonl or eval/*/metrics.json)")
     return run
@@ -162,9 +172,13 @@ def figures(run: RunFolder) -> dict[str, bytes]:
     out["category_accuracy"] = plots.category_accuracy(run.metrics)
     out["outcome_shares"] = plots.outcome_shares(run.metrics)
     out["preference_accuracy"] = plots.preference_accuracy(run.metrics)
-    for name, path in (("prm_reliability", "prm-eval/reliability.png"), ("best_of_n", "best-of-n/best_of_n.png")):
-        if (run.path / path).is_file():
-            out[name] = (run.path / path).read_bytes()
+    layout = RunLayout(run.path)
+    for name, path in (
+        ("prm_reliability", layout.prm_eval / RELIABILITY_PNG),
+        ("best_of_n", layout.best_of_n / BON_PNG),
+    ):
+        if path.is_file():
+            out[name] = path.read_bytes()
     return {k: v for k, v in out.items() if v is not None}
 
 
@@ -196,6 +210,7 @@ def blocks(run: RunFolder, images: list[str], comparisons: dict | None = None) -
     out += _outcome_section(metrics, images)
     out += _preference_section(metrics, images)
     out += _passk_section(metrics)
+    out += sampled_section(run.path, metrics)  # pass@1 and maj@K beside greedy, paired with SFT
     out += _prm_section(run.prm, images)
     out += _bon_section(run.bon, images)
     curves = [n for n in images if n.startswith("training_")]
@@ -376,10 +391,11 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
     images = figures(run)
     comparisons = paired.comparisons(run.path, list(run.metrics))
     report = blocks(run, list(images), comparisons)
-    md_path, html_path = run.path / "report.md", run.path / "report.html"
+    layout = RunLayout(run.path)
+    md_path, html_path = layout.report_md, layout.report_html
     # the folder is replaced whole: refuse one holding anything but the report's own plots
     files = check_output_folder(
-        run.path / "report_files", lambda rel: rel == "compare.json" or "/" not in rel and rel.endswith(".png"),
+        layout.report_files, lambda rel: rel == "compare.json" or "/" not in rel and rel.endswith(".png"),
         what="report",
     )  # fmt: skip
     with staging_dir(files) as tmp:

@@ -33,6 +33,7 @@ from posttrainlab.eval.compare import best_of_n_outcomes, describe, p_value, pai
 from posttrainlab.report.format import pct, value
 from posttrainlab.report.plots import finite, method_label, sub
 from posttrainlab.report.render import Block, heading, paragraph, table
+from posttrainlab.run_layout import BEAM, BON, OUTCOMES, SAMPLES, SCORES, RunLayout
 
 SEEDED = re.compile(r"^(?P<method>.+)-s(?P<k>[1-9][0-9]*)$")
 
@@ -84,17 +85,18 @@ def _json(path: Path) -> dict:
 
 def _method_comparisons(run_dir: Path, methods: list[str], out: dict) -> None:
     others = [m for m in methods if m not in ("base", "sft")]
-    if "sft" not in methods or not others or not (run_dir / "eval" / "sft" / "samples.jsonl").is_file():
+    layout = RunLayout(run_dir)
+    if "sft" not in methods or not others or not (layout.eval_dir("sft") / SAMPLES).is_file():
         return
     try:
-        sft = read_outcomes(run_dir / "eval" / "sft")
+        sft = read_outcomes(layout.eval_dir("sft"))
     except BadInput as e:
         out["not_compared"]["SFT"] = str(e)
         return
     read: dict[str, Any] = {}  # each method's outcomes, read once for both its comparisons
     for m in others:
-        folder = run_dir / "eval" / m
-        if not (folder / "samples.jsonl").is_file():
+        folder = layout.eval_dir(m)
+        if not (folder / SAMPLES).is_file():
             continue
         try:
             read[m] = read_outcomes(folder)
@@ -114,8 +116,9 @@ HEAD_TO_HEAD = (("dpo", "dpo-policy"),)
 
 
 def _search_comparisons(run_dir: Path, out: dict) -> None:
-    bon, beam = run_dir / "best-of-n", run_dir / "beam-search" / "outcomes.jsonl"
-    has_bon = (bon / "samples.jsonl").is_file() and (bon / "scores.jsonl").is_file()
+    layout = RunLayout(run_dir)
+    bon, beam = layout.best_of_n, layout.beam_search / OUTCOMES
+    has_bon = (bon / SAMPLES).is_file() and (bon / SCORES).is_file()
     if not has_bon:
         if beam.is_file():
             out["not_compared"]["beam search"] = (
@@ -152,7 +155,8 @@ def comparisons(run_dir: str | Path, methods: list[str]) -> dict[str, Any]:
                            "not_compared": {}}  # fmt: skip
     _method_comparisons(run_dir, methods, out)
     _search_comparisons(run_dir, out)
-    bon, beam = _json(run_dir / "best-of-n" / "bon.json"), _json(run_dir / "beam-search" / "beam.json")
+    layout = RunLayout(run_dir)
+    bon, beam = _json(layout.best_of_n / BON), _json(layout.beam_search / BEAM)
     tokens = {  # beam search records best-of-N's count beside its own when given the best-of-N folder
         "best-of-N": bon.get("tokens_per_problem", beam.get("best_of_n_tokens_per_problem")),
         "beam search": beam.get("tokens_per_problem"),

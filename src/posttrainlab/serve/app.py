@@ -23,13 +23,18 @@ lm-evaluation-harness's ``local-completions`` / ``local-chat-completions`` use, 
 - **Log-probabilities** (chat ``logprobs`` / ``top_logprobs``, completions ``logprobs: k``) and completions'
   ``echo`` (the prompt prepended, and with ``logprobs`` its tokens scored, ``max_tokens: 0`` allowed):
   ``serve.logprobs``, one scoring pass over prompt + generated ids, run in the batcher's worker thread.
-- **Streams** (``stream: true``): ``serve.streaming``; the answer is generated whole and sent as
-  server-sent events, token by token.
+- **Streams** (``stream: true``): ``serve.streaming``; with the transformers backend and no
+  log-probabilities, tokens are sent as they are generated (the batcher reports every decode step);
+  otherwise the answer is generated whole and sent as server-sent events, token by token.
+- **A request whose client disconnects is dropped** (``serve.disconnect``): queued, it never reaches a
+  call; generating, its rows end at the next decode step (the transformers backend), so an abandoned
+  long answer does not keep the next request waiting. Nothing is sent to a client that has gone.
 - **Errors are OpenAI-shaped** (``{"error": {"message", "type", "param", "code"}}``) so a client shows
   the reason: 400 for a malformed or unsupported request, or a prompt plus ``max_tokens`` beyond the
   model's context (vLLM's behaviour, which the judge harness documents); 401 for a missing or wrong
-  key when the server has one; 404 for another model name; 500 when the backend fails. A stream's
-  errors come before its first event (everything is computed first), so they are these same replies.
+  key when the server has one; 404 for another model name; 500 when the backend fails. A stream
+  starts once its first tokens are drawn, so an error before that (the request's checks, a backend that
+  fails at once) is one of these same replies; a backend failure after it is an error event.
 - **Concurrent requests are batched** by :class:`~posttrainlab.serve.batcher.Batcher`, whose calls
   run in a worker thread so this event loop keeps answering; sampled requests with a seed are batched
   too, each prompt drawing from its own generator.
@@ -50,18 +55,20 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, FastAPI, Header, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from posttrainlab.errors import BadInput, PosttrainError, one_line
+from posttrainlab.errors import one_line
 from posttrainlab.generation import Prompt, SamplingBackend
 from posttrainlab.generation.shared_prefix import Sample
 from posttrainlab.serve.batcher import Batcher, Completion, SamplingParams
+from posttrainlab.serve.disconnect import ClientGone, JobEvents, result_unless_gone
 from posttrainlab.serve.logprobs import TokenNames, chat_content, completion_logprobs, score
 from posttrainlab.serve.requests import (
     ApiError,
     ChatRequest,
     CompletionRequest,
+    backend_failure,
     beyond_generate,
     chat_messages,
     chat_options,
@@ -74,8 +81,8 @@ from posttrainlab.serve.requests import (
     validation_message,
 )
 from posttrainlab.serve.server import ServerThread, _config, bind, is_loopback, run_server, url_of
-from posttrainlab.serve.streaming import StreamedChoice, events, text_pieces
-from posttrainlab.serve.tokens import TokenCounter
+from posttrainlab.serve.streaming import LiveStream, StreamedChoice, TextFeed, events, live_events, text_pieces
+from posttrainlab.serve.tokens import TokenCounter, checked_max_tokens, usage
 
 log = logging.getLogger("posttrainlab.serve")
 
@@ -133,6 +140,11 @@ def create_app(
         message, param = validation_message(exc)
         return error_response(400, message, param=param)
 
+    @app.exception_handler(ClientGone)
+    async def _gone(_request: Request, _exc: ClientGone) -> Response:
+        log.info("a client disconnected before its answer was ready; its request was dropped")
+        return Response(status_code=499)  # nginx's "client closed request": nobody reads it
+
     @app.exception_handler(StarletteHTTPException)
     async def _http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
         return error_response(exc.status_code, str(exc.detail))
@@ -166,36 +178,8 @@ def create_app(
         return JSONResponse(model_card())
 
     def max_tokens_for(requested: int | None, ids: list[list[int]] | None, default: int | None) -> int:
-        """The request's ``max_tokens``, checked against the context; ``default=None`` means the rest of it.
-
-        ``max_tokens: 0`` (echo: the prompt scored, nothing generated) may fill the context exactly.
-        """
         context = tokens.context_length if tokens is not None else None
-        longest = max(map(len, ids)) if ids else 0
-        if context is not None and longest >= context and not (requested == 0 and longest == context):
-            raise ApiError(
-                400,
-                f"This model's maximum context length is {context} tokens, and the prompt has {longest} tokens",
-                param="messages",
-                code="context_length_exceeded",
-            )
-        if requested is None:
-            if default is not None:
-                requested = default
-            elif context is not None:
-                requested = context - longest
-            else:
-                requested = DEFAULT_CHAT_MAX_TOKENS
-        if context is not None and longest + requested > context:
-            raise ApiError(
-                400,
-                f"This model's maximum context length is {context} tokens. However, you requested {requested} "
-                f"output tokens and your prompt contains {longest} input tokens, for a total of "
-                f"{longest + requested} tokens. Please reduce max_tokens.",
-                param="max_tokens",
-                code="context_length_exceeded",
-            )
-        return requested
+        return checked_max_tokens(context, requested, ids, default, DEFAULT_CHAT_MAX_TOKENS)
 
     def refuse_beyond_backend(name: str, why: str = "generates text only") -> None:
         message = f"{name}: not supported by this server's backend ({type(backend).__name__} {why})"
@@ -208,16 +192,15 @@ def create_app(
             refuse_beyond_backend(unsupported[0])
         return params
 
-    async def generate(prompts: list[Prompt], params: SamplingParams, ids: list[list[int]] | None):
+    async def generate(request: Request, prompts: list[Prompt], params: SamplingParams, ids: list[list[int]] | None):
+        """The job's completions; ``ClientGone`` (the job dropped) when the client disconnects first."""
+        ticket = batcher.submit(prompts, params, ids if by_ids else None)
         try:
-            return await batcher.generate(prompts, params, ids if by_ids else None)
-        except BadInput as e:
-            raise ApiError(400, str(e)) from None
-        except PosttrainError as e:
-            raise ApiError(500, f"the backend failed: {e}", type="server_error") from None
+            return await result_unless_gone(request, ticket)
+        except ClientGone:
+            raise
         except Exception as e:
-            log.exception("backend call failed")
-            raise ApiError(500, f"the backend failed: {one_line(e)}", type="server_error") from None
+            raise backend_failure(e) from None
 
     async def scored(sequences: list[list[int]], starts: list[int], k: int):
         """``serve.logprobs.score`` in the batcher's worker thread (never beside a generation call)."""
@@ -242,12 +225,6 @@ def create_app(
         assert tokens is not None
         return text_pieces(tokens.tokenizer, c.text_tokens, c.text)
 
-    def usage(ids: list[list[int]] | None, completion_tokens: list[int | None]) -> dict[str, int] | None:
-        if ids is None or any(c is None for c in completion_tokens):
-            return None
-        p, c = sum(map(len, ids)), sum(completion_tokens)  # type: ignore[arg-type]
-        return {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
-
     def envelope(id_prefix: str, kind: str) -> dict[str, Any]:
         created = int(time.time())
         return {"id": f"{id_prefix}-{uuid.uuid4().hex}", "object": kind, "created": created, "model": model_name}
@@ -259,15 +236,66 @@ def create_app(
             body["usage"] = used
         return JSONResponse(body)
 
-    def stream(req, id_prefix: str, kind: str, choices: list[StreamedChoice], used) -> StreamingResponse:
-        include_usage = bool(req.stream_options and req.stream_options.include_usage)
-        chunks = events(
-            envelope(id_prefix, kind), choices, chat=kind.startswith("chat"), usage=used, include_usage=include_usage
-        )
+    def sse(chunks) -> StreamingResponse:
         return StreamingResponse(chunks, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
+    def stream(req, id_prefix: str, kind: str, choices: list[StreamedChoice], used) -> StreamingResponse:
+        """A whole answer streamed (log-probabilities, or a backend that returns whole answers)."""
+        include_usage = bool(req.stream_options and req.stream_options.include_usage)
+        return sse(
+            events(
+                envelope(id_prefix, kind),
+                choices,
+                chat=kind.startswith("chat"),
+                usage=used,
+                include_usage=include_usage,
+            )
+        )
+
+    def streams_live(req, k: int | None, ids) -> bool:
+        """Whether a stream sends tokens as they are generated (``serve.streaming``)."""
+        return bool(req.stream) and k is None and ids is not None and by_ids and batcher.streams
+
+    async def live(request: Request, req, prompts: list[Prompt], params: SamplingParams, ids, heads=None):
+        """A stream of tokens as they are generated; ``heads``: completions' echoed prompts (``serve.streaming``)."""
+        chat, n = isinstance(req, ChatRequest), params.n
+        job = JobEvents(batcher, request, prompts, params, ids)
+        try:
+            first = await job.first()  # a stream starts with its first tokens: an error before them is a JSON reply
+        except ClientGone:
+            raise
+        except Exception as e:
+            raise backend_failure(e) from None
+
+        def finish():
+            answers = [choice(c) for row in job.result() for c in row]
+            return [(i, a[0], a[1]) for i, a in enumerate(answers)], usage(ids, [a[2] for a in answers])
+
+        assert tokens is not None
+        feeds = {
+            (p, j): (p * n + j, TextFeed(tokens.tokenizer, params.stop)) for p in range(len(prompts)) for j in range(n)
+        }
+        live_stream = LiveStream(
+            envelope("chatcmpl" if chat else "cmpl", "chat.completion.chunk" if chat else "text_completion"),
+            chat,
+            bool(req.stream_options and req.stream_options.include_usage),
+            feeds,
+            finish,
+            lambda e: backend_failure(e).body(),
+            [(p * n + j, heads[p]) for p in range(len(prompts)) for j in range(n)] if heads else [],
+        )
+
+        async def chunks():
+            try:
+                async for chunk in live_events(live_stream, first, job.next):
+                    yield chunk
+            finally:
+                job.close()
+
+        return sse(chunks())
+
     @router.post("/chat/completions")
-    async def chat_completions(req: ChatRequest):
+    async def chat_completions(req: ChatRequest, request: Request):
         check_request(req, model_name)
         messages, options = chat_messages(req), chat_options(req)
         k = chat_top_logprobs(req)
@@ -276,7 +304,10 @@ def create_app(
         ids = [tokens.encode(messages, **options)] if tokens is not None else None
         requested = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
         max_tokens = max_tokens_for(requested, ids, None)
-        (out,) = await generate([messages], params_for(req, max_tokens, options), ids)
+        params = params_for(req, max_tokens, options)
+        if streams_live(req, k, ids):
+            return await live(request, req, [messages], params, ids)
+        (out,) = await generate(request, [messages], params, ids)
         entries: list[list[dict] | None] = [None] * len(out)
         if k is not None:
             assert ids is not None and names is not None
@@ -300,7 +331,7 @@ def create_app(
         return reply("chatcmpl", "chat.completion", choices, used)
 
     @router.post("/completions")
-    async def completions(req: CompletionRequest):
+    async def completions(req: CompletionRequest, request: Request):
         check_request(req, model_name)
         k, echo = completion_top_logprobs(req), bool(req.echo)
         prompts = completion_prompts(req, tokens.vocab_size if tokens is not None else None)
@@ -319,8 +350,10 @@ def create_app(
         params = params_for(req, max_tokens)
         if max_tokens == 0:  # nothing to generate: every choice is the empty completion
             outs: list[list[Completion]] = [[Sample("", (), "length")] * params.n for _ in prompts]
+        elif streams_live(req, k, ids):
+            return await live(request, req, list(texts), params, ids, texts if echo else None)
         else:
-            outs = await generate(list(texts), params, ids)
+            outs = await generate(request, list(texts), params, ids)
         flat = [(i, c) for i, out in enumerate(outs) for c in out]  # OpenAI's order: prompt by prompt, n each
         logprobs: list[dict | None] = [None] * len(flat)
         if k is not None:

@@ -36,6 +36,17 @@ How it works, and why:
 - **Results are routed by position**: a group's prompts are concatenated job by job, and the
   backend's prompt-ordered output is cut back into the same slices. A backend error fails every job
   of its group (the HTTP layer turns ``BadInput`` into a 400) and leaves the other groups alone.
+- **A job whose caller is gone is dropped** (:meth:`Batcher.submit` gives a :class:`Ticket` whose
+  ``cancel()`` the HTTP layer calls when the client disconnects; cancelling the task awaiting
+  :meth:`Batcher.generate` does the same): still waiting, it never reaches a call; in the call that is
+  running, its rows end at the next decode step when the backend is the transformers backend
+  (``serve.decode``), and the call returns as soon as no row is left. Another backend's call cannot be
+  stopped: it runs to its end and the job's answer is thrown away.
+- **Tokens as they are drawn**: a job submitted with a ``listener`` gets, on the event loop, each
+  step's ``(prompt, sample, token, ended)`` for its rows (``serve.decode``'s hook; a greedy row fans
+  out to the job's ``n`` samples), before its future resolves. That is how a stream sends tokens as
+  they are generated. A backend other than the transformers backend reports nothing: its answers come
+  whole, with the future.
 
 Other work on the model (``serve.logprobs``' scoring pass) goes through :meth:`Batcher.run`, into the
 same worker thread, so it never runs beside a generation call.
@@ -57,6 +68,7 @@ from typing import Any
 
 from posttrainlab.generation import Prompt, SamplingBackend
 from posttrainlab.generation.shared_prefix import Sample
+from posttrainlab.serve.decode import Drawn, stepper_for
 
 #: What a job gets per completion: a ``Sample`` from ``sample_ids``, the text alone from ``generate``.
 Completion = Sample | str
@@ -125,10 +137,30 @@ class _Job:
     params: SamplingParams
     future: asyncio.Future = field(repr=False)
     ids: list[list[int]] | None = None  # the prompts as token ids: a ``sample_ids`` job
+    listener: Callable[[Drawn], None] | None = field(default=None, repr=False)  # tokens as drawn (on the loop)
+    gone: bool = False  # the caller gave up: dropped from its batch, its rows ended (read by the worker thread)
 
     @property
     def key(self) -> tuple:
         return group_key(self.params, self.id, self.ids is not None)
+
+
+class Ticket:
+    """A submitted job: ``future`` resolves to its completions; ``cancel()`` drops it (module docstring)."""
+
+    def __init__(self, job: _Job):
+        self._job = job
+        self.future = job.future
+
+    def cancel(self) -> None:
+        """Drop the job: from the queue, from its batch, and its rows from the running call at the next step."""
+        self._job.gone = True
+        if not self.future.done():
+            self.future.cancel()
+
+    @property
+    def gone(self) -> bool:
+        return self._job.gone
 
 
 class Batcher:
@@ -167,20 +199,41 @@ class Batcher:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._held: _Job | None = None
         self._running: list[_Job] = []  # the jobs of the call in progress
+        self._stepper = stepper_for(backend)  # sample_ids with the step hooks (serve.decode), or None
 
-    async def generate(
-        self, prompts: list[Prompt], params: SamplingParams, ids: list[list[int]] | None = None
-    ) -> list[list[Completion]]:
-        """``params.n`` completions per prompt, once the job's batch has run."""
+    @property
+    def streams(self) -> bool:
+        """Whether token-id jobs are decoded step by step (tokens reported as drawn, gone jobs ended)."""
+        return self._stepper is not None
+
+    def submit(
+        self,
+        prompts: list[Prompt],
+        params: SamplingParams,
+        ids: list[list[int]] | None = None,
+        listener: Callable[[Drawn], None] | None = None,
+    ) -> Ticket:
+        """Queue a job (``params.n`` completions per prompt); ``listener``: its tokens as drawn (module docstring)."""
         if ids is not None and len(ids) != len(prompts):
             raise ValueError(f"{len(ids)} token-id prompts for {len(prompts)} prompts")
         loop = asyncio.get_running_loop()
         if self._task is None or self._loop is not loop or self._task.done():
             self._start(loop)
-        job = _Job(next(self._ids), list(prompts), params, loop.create_future(), ids)
+        job = _Job(next(self._ids), list(prompts), params, loop.create_future(), ids, listener)
         assert self._queue is not None
         self._queue.put_nowait(job)
-        return await job.future
+        return Ticket(job)
+
+    async def generate(
+        self, prompts: list[Prompt], params: SamplingParams, ids: list[list[int]] | None = None
+    ) -> list[list[Completion]]:
+        """``params.n`` completions per prompt, once the job's batch has run; cancelled, the job is dropped."""
+        ticket = self.submit(prompts, params, ids)
+        try:
+            return await ticket.future
+        except asyncio.CancelledError:
+            ticket.cancel()
+            raise
 
     async def run(self, fn: Callable[[], Any]) -> Any:
         """``fn()`` in the worker thread that runs the backend calls (between them, never beside one)."""
@@ -200,6 +253,8 @@ class Batcher:
         """Stop the worker; jobs still waiting are cancelled. The executor thread finishes its call."""
         task, self._task = self._task, None
         running = list(self._running)  # the call's ``finally`` empties the list as the task is cancelled
+        for job in running:  # a step-by-step call stops at its next step
+            job.gone = True
         if task is not None and not task.done():
             task.cancel()
             try:
@@ -261,11 +316,18 @@ class Batcher:
         params = live[0].params
         if live[0].ids is not None:
             n = 1 if key[0] == "greedy" else params.n
-            ids, seeds = [], []
+            ids, seeds, owners = [], [], []
             for job in live:  # a request's seed for each of its prompts (vLLM's rule), else a fresh one
                 ids += job.ids
                 seeds += [self._seed(job.params) for _ in job.ids]
-            return partial(self.backend.sample_ids, ids, seeds, n=n, **params.sampler_kwargs()), n
+                owners += [(job, p) for p in range(len(job.ids))]
+            if self._stepper is None:
+                return partial(self.backend.sample_ids, ids, seeds, n=n, **params.sampler_kwargs()), n
+            hooks = _StepRouter(owners, key[0] == "greedy", asyncio.get_running_loop())
+            listen = hooks.on_step if any(job.listener for job in live) else None
+            return partial(
+                self._stepper, ids, seeds, gone=hooks.gone, on_step=listen, n=n, **params.sampler_kwargs()
+            ), n
         prompts = [p for job in live for p in job.prompts]
         common = {"max_new_tokens": params.max_tokens, "stop": list(params.stop) or None}
         if key[0] == "greedy":
@@ -310,3 +372,28 @@ class Batcher:
                 mine = [[c[0]] * job.params.n for c in mine]
             if not job.future.done():
                 job.future.set_result(mine)
+
+
+class _StepRouter:
+    """``serve.decode``'s hooks for one call: its prompts back to their jobs (run in the worker thread)."""
+
+    def __init__(self, owners: list[tuple[_Job, int]], greedy: bool, loop: asyncio.AbstractEventLoop):
+        self.owners, self.greedy, self.loop = owners, greedy, loop
+
+    def gone(self, prompt: int) -> bool:
+        return self.owners[prompt][0].gone
+
+    def on_step(self, drawn: Drawn) -> None:
+        per_job: dict[int, tuple[_Job, Drawn]] = {}
+        for prompt, sample, token, ended in drawn:
+            job, local = self.owners[prompt]
+            if job.listener is None or job.gone:
+                continue
+            mine = per_job.setdefault(job.id, (job, []))[1]
+            copies = range(job.params.n) if self.greedy else (sample,)  # a greedy row is all n samples
+            mine += [(local, j, token, ended) for j in copies]
+        for job, mine in per_job.values():
+            try:
+                self.loop.call_soon_threadsafe(job.listener, mine)
+            except RuntimeError:  # the loop has closed: nobody is listening
+                return

@@ -23,25 +23,31 @@ exactly one of these sets:
 - **anything else**, known to OpenAI or vLLM or not (``guided_json``, ``logit_bias``, ``chat_template``...):
   400 naming the field. A field sent as ``null`` counts as not sent.
 
-Messages take ``role`` and ``content`` (a string or text parts); another key (``name``, ``tool_calls``)
-would change the rendering and is a 400 too. Errors are :class:`ApiError`, OpenAI-shaped
-(``{"error": {"message", "type", "param", "code"}}``), the message starting with the field's name.
+Messages take ``role`` (``system``, ``user`` or ``assistant``: :data:`ROLES`) and ``content`` (a string or
+text parts); another role (``bogus``; OpenAI's ``developer`` and ``tool``, which a chat template may render
+as it likes) or another key (``name``, ``tool_calls``) would change the rendering: a 400 too. Errors are
+:class:`ApiError`, OpenAI-shaped (``{"error": {"message", "type", "param", "code"}}``), the message
+starting with the field's name.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from posttrainlab.errors import BadInput
+from posttrainlab.errors import BadInput, PosttrainError, one_line
 from posttrainlab.serve.batcher import SamplingParams
 from posttrainlab.serve.logprobs import MAX_LOGPROBS
 
 #: The largest ``n`` one request may ask for.
 MAX_N = 128
+
+#: The message roles a chat may use (every chat template renders them).
+ROLES = ("system", "user", "assistant")
 
 #: Fields that cannot change the output: accepted and ignored.
 NO_EFFECT = frozenset({"user", "metadata", "store", "service_tier", "parallel_tool_calls", "request_id"})
@@ -129,13 +135,30 @@ class ApiError(Exception):
         super().__init__(message)
         self.status, self.message, self.type, self.param, self.code = status, message, type, param, code
 
+    def body(self) -> dict[str, Any]:
+        """``{"error": {"message", "type", "param", "code"}}``."""
+        return error_body(self.status, self.message, type=self.type, param=self.param, code=self.code)
+
     def response(self) -> JSONResponse:
-        return error_response(self.status, self.message, type=self.type, param=self.param, code=self.code)
+        return JSONResponse(self.body(), status_code=self.status)
+
+
+def error_body(status: int, message: str, *, type: str = "invalid_request_error", param=None, code=None) -> dict:
+    return {"error": {"message": message, "type": type, "param": param, "code": code if code is not None else status}}
 
 
 def error_response(status: int, message: str, *, type: str = "invalid_request_error", param=None, code=None):
-    body = {"error": {"message": message, "type": type, "param": param, "code": code if code is not None else status}}
-    return JSONResponse(body, status_code=status)
+    return JSONResponse(error_body(status, message, type=type, param=param, code=code), status_code=status)
+
+
+def backend_failure(e: Exception) -> ApiError:
+    """The reply to a failed backend call: 400 for ``BadInput`` (its arguments), else 500 (logged)."""
+    if isinstance(e, BadInput):
+        return ApiError(400, str(e))
+    if isinstance(e, PosttrainError):
+        return ApiError(500, f"the backend failed: {e}", type="server_error")
+    logging.getLogger("posttrainlab.serve").error("backend call failed", exc_info=e)
+    return ApiError(500, f"the backend failed: {one_line(e)}", type="server_error")
 
 
 def validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
@@ -228,6 +251,12 @@ def chat_messages(req: ChatRequest) -> list[dict[str, str]]:
     """The messages as the backend takes them: ``{"role", "content"}`` with text content."""
     out = []
     for i, m in enumerate(req.messages):
+        if m.role not in ROLES:
+            raise ApiError(
+                400,
+                f"messages.{i}.role: {m.role!r} is not supported by posttrain serve (only {', '.join(ROLES)})",
+                param="messages",
+            )
         for key, value in (m.model_extra or {}).items():
             if value is not None:
                 raise ApiError(
@@ -312,7 +341,9 @@ __all__ = [
     "MAX_N",
     "NEUTRAL",
     "NO_EFFECT",
+    "ROLES",
     "StreamOptions",
+    "backend_failure",
     "beyond_generate",
     "chat_messages",
     "chat_options",
@@ -320,6 +351,7 @@ __all__ = [
     "check_request",
     "completion_prompts",
     "completion_top_logprobs",
+    "error_body",
     "error_response",
     "sampling_params",
     "validation_message",

@@ -1,10 +1,20 @@
 """``stream: true`` for ``posttrain serve``: server-sent events in the chunks OpenAI and vLLM send.
 
-**The answer is generated whole, then streamed** in pieces, token by token from its ids: the batcher
-runs every request as part of one batched sampling call (``serve.batcher``), which returns when the
-batch is done, so true incremental decoding would mean a sampler that yields per step. What a client
-sees is the format of a stream (the openai client's ``stream=True``, LangChain, lm-evaluation-harness),
-with every piece at once; joined, the pieces are the non-streamed answer exactly.
+**Tokens are sent as they are generated** when the backend is the transformers backend and the request
+asks for no log-probabilities: the batcher reports each decode step's tokens (``serve.batcher``,
+``serve.decode``) and :func:`live_events` turns them into chunks at once, so the first token reaches the
+client while the rest is still being generated. Each choice's text goes through a :class:`TextFeed`,
+which sends what the tokens so far decode to, holding back a character still incomplete (a token whose
+bytes end inside a UTF-8 character), text from a stop string on, and a tail that may be the start of a
+stop string; the token that ended a choice (eos, stop token or string, ``max_tokens``) waits for the
+choice's final text, whose unsent rest is the choice's last piece. So, joined, the pieces are the
+non-streamed answer exactly. Choices are interleaved as their tokens come (``n > 1``, lists of prompts),
+each chunk carrying its ``index``; their last chunks come at the end, in index order.
+
+**Otherwise the answer is generated whole, then streamed** in pieces, token by token from its ids
+(:func:`events`): log-probabilities come from a scoring pass over the finished answer
+(``serve.logprobs``), and a backend that only returns whole answers (the program judge, test doubles)
+has nothing to send before it is done.
 
 The wire format (``text/event-stream``):
 
@@ -16,21 +26,26 @@ The wire format (``text/event-stream``):
 - with log-probabilities, each chunk carries those of the tokens whose text it brings (the last one
   those of tokens that brought none, e.g. an eos token on completions); joined they are the
   non-streamed ``logprobs``;
-- ``n > 1`` or a list of prompts: the choices one after another, each chunk carrying its ``index``;
-  every chunk shares one ``id`` and ``created``;
+- ``n > 1`` or a list of prompts: every chunk carries its choice's ``index`` and shares one ``id`` and
+  ``created``;
 - ``stream_options: {include_usage: true}``: every chunk has ``usage: null`` and a last chunk before
-  ``[DONE]`` has ``choices: []`` and the request's ``usage`` (OpenAI's rule).
+  ``[DONE]`` has ``choices: []`` and the request's ``usage`` (OpenAI's rule);
+- a backend failure after the first chunk (before it, the reply is an ordinary JSON error) is one
+  ``data: {"error": {...}}`` event, OpenAI-shaped, then ``[DONE]`` (vLLM's way).
 
-Pieces come from :func:`text_pieces`: a token whose bytes end inside a UTF-8 character waits for the
-tokens that complete it, so no piece holds half a character.
+Pieces of a whole answer come from :func:`text_pieces`: a token whose bytes end inside a UTF-8 character
+waits for the tokens that complete it, so no piece holds half a character.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
+
+log = logging.getLogger("posttrainlab.serve")
 
 
 def text_pieces(tokenizer, tokens: Sequence[int], text: str) -> list[tuple[str, int]]:
@@ -138,4 +153,146 @@ def _event(chunk: dict) -> str:
     return f"data: {json.dumps(chunk, ensure_ascii=False, separators=(',', ':'))}\n\n"
 
 
-__all__ = ["StreamedChoice", "chat_choice_chunks", "completion_choice_chunks", "events", "text_pieces"]
+# ---- tokens as they are generated --------------------------------------------------------------------
+
+
+def safe_text(text: str, stop: Sequence[str]) -> str:
+    """What of ``text`` (the decoded tokens so far) can be sent: no incomplete character, nothing from a stop string on.
+
+    An incomplete character decodes to U+FFFD, one per byte at most (3 bytes at most: a 4-byte character
+    still missing its last): up to 3 trailing U+FFFD are held back; those before them are final.
+
+    >>> safe_text("ab\ufffd", ()), safe_text("a END b", ("END",)), safe_text("a EN", ("END",)), safe_text("a E", ("X",))
+    ('ab', 'a ', 'a ', 'a E')
+    >>> safe_text("a" + "\ufffd" * 5, ())
+    'a\ufffd\ufffd'
+    """
+    trailing = len(text) - len(text.rstrip("\ufffd"))
+    text = text[: len(text) - min(trailing, 3)]
+    if not stop:
+        return text
+    found = [i for i in (text.find(s) for s in stop) if i >= 0]
+    if found:
+        return text[: min(found)]
+    hold = 0  # the longest tail that may be the start of a stop string
+    for s in stop:
+        for k in range(min(len(s) - 1, len(text)), hold, -1):
+            if text.endswith(s[:k]):
+                hold = k
+                break
+    return text[: len(text) - hold]
+
+
+class TextFeed:
+    """One streamed choice's text as its tokens arrive (module docstring).
+
+    ``push(token, ended)`` gives the piece that can be sent now ("" for none); ``rest(text)`` the unsent
+    rest of the choice's final ``text``. A stop string that ``min_tokens`` keeps from counting holds the
+    text after it back until the end (it is sent then, whole).
+    """
+
+    def __init__(self, tokenizer, stop: Sequence[str] = ()):
+        self.tokenizer, self.stop = tokenizer, tuple(stop)
+        self.tokens: list[int] = []
+        self.sent = ""
+        self.ended = False
+
+    def push(self, token: int, ended: bool) -> str:
+        if self.ended:
+            return ""
+        if ended:  # an eos or stop token leaves no text, a stop string is cut: the final text decides
+            self.ended = True
+            return ""
+        self.tokens.append(token)
+        text = safe_text(self.tokenizer.decode(self.tokens, skip_special_tokens=True), self.stop)
+        if len(text) <= len(self.sent) or not text.startswith(self.sent):
+            return ""
+        piece, self.sent = text[len(self.sent) :], text
+        return piece
+
+    def rest(self, text: str) -> str:
+        if text.startswith(self.sent):
+            return text[len(self.sent) :]
+        # a tokenizer whose earlier text changed with later tokens (byte-fallback decoding of invalid UTF-8)
+        log.warning("a streamed choice's text changed after it was sent; its stream differs from the answer")
+        return ""
+
+
+@dataclass
+class LiveStream:
+    """What :func:`live_events` streams: the envelope, the choices' feeds and heads, and how it ends.
+
+    ``feeds``: ``(prompt, sample) -> (choice index, TextFeed)``; ``heads``: ``(choice index, text)`` sent
+    first (completions' echoed prompt); ``finish(result)``: ``[(choice index, final text, finish reason)]``
+    in index order and the usage; ``error(exc)``: the OpenAI error body of a backend failure.
+    """
+
+    envelope: dict[str, Any]
+    chat: bool
+    include_usage: bool
+    feeds: dict[tuple[int, int], tuple[int, TextFeed]]
+    finish: Callable[[], tuple[list[tuple[int, str, str]], dict[str, int] | None]]
+    error: Callable[[BaseException], dict]
+    heads: list[tuple[int, str]] = field(default_factory=list)
+
+    def chunk(self, index: int, piece: str | None, reason: str | None = None) -> str:
+        """The event of one piece (``None``: the chat role chunk; ``""`` with a reason: the choice's last chunk)."""
+        if self.chat:
+            delta = {"role": "assistant", "content": ""} if piece is None else ({"content": piece} if piece else {})
+            part = {"index": index, "delta": delta, "logprobs": None, "finish_reason": reason}
+        else:
+            part = {"index": index, "text": piece or "", "logprobs": None, "finish_reason": reason}
+        return _event({**self.envelope, "choices": [part], **({"usage": None} if self.include_usage else {})})
+
+
+async def live_events(stream: LiveStream, first: Any, next_event: Callable[[], Awaitable[Any]]) -> AsyncIterator[str]:
+    """Server-sent events from a job's events (``serve.disconnect.JobEvents``), starting with ``first``.
+
+    An event is a step's ``[(prompt, sample, token, ended), ...]``, ``"done"`` (then ``stream.finish``'s
+    last pieces, the usage and ``[DONE]``) or ``"gone"`` (the client left: nothing more is sent).
+    """
+    from posttrainlab.serve.disconnect import DONE, GONE
+
+    if stream.chat:
+        for index in sorted({i for i, _ in stream.feeds.values()}):
+            yield stream.chunk(index, None)
+    for index, text in stream.heads:
+        yield stream.chunk(index, text)
+    event = first
+    while event != DONE:
+        if event == GONE:
+            return
+        for prompt, sample, token, ended in event:
+            index, feed = stream.feeds[(prompt, sample)]
+            piece = feed.push(token, ended)
+            if piece:
+                yield stream.chunk(index, piece)
+        event = await next_event()
+    try:
+        finals, usage = stream.finish()
+    except Exception as e:  # the backend failed after the first chunk: an error event, then the end
+        yield _event(stream.error(e))
+        yield "data: [DONE]\n\n"
+        return
+    feeds = {index: feed for index, feed in stream.feeds.values()}
+    for index, text, reason in finals:
+        rest = feeds[index].rest(text)
+        if rest:
+            yield stream.chunk(index, rest)
+        yield stream.chunk(index, "", reason)
+    if stream.include_usage:
+        yield _event({**stream.envelope, "choices": [], "usage": usage})
+    yield "data: [DONE]\n\n"
+
+
+__all__ = [
+    "LiveStream",
+    "StreamedChoice",
+    "TextFeed",
+    "chat_choice_chunks",
+    "completion_choice_chunks",
+    "events",
+    "live_events",
+    "safe_text",
+    "text_pieces",
+]

@@ -2,7 +2,8 @@
 
 ``TokenCounter`` wraps a backend's tokenizer (and its model's context length and vocabulary size, when
 the config says them); ``serve.app`` encodes every prompt with it, so what is counted and checked is
-what the model is given. Split from ``serve.app`` (which re-exports it) to keep the routes readable.
+what the model is given. ``checked_max_tokens`` is the context check, ``usage`` the count.
+Split from ``serve.app`` (which re-exports ``TokenCounter``) to keep the routes readable.
 """
 
 from __future__ import annotations
@@ -48,4 +49,48 @@ class TokenCounter:
         return self.tokenizer.decode(ids, skip_special_tokens=True)
 
 
-__all__ = ["TokenCounter"]
+def checked_max_tokens(
+    context: int | None, requested: int | None, ids: list[list[int]] | None, default: int | None, fallback: int
+) -> int:
+    """The request's ``max_tokens``, checked against the ``context`` length (None: unknown).
+
+    ``requested=None``: ``default``, or when that is None the rest of the context (``fallback`` when the
+    context is unknown). ``max_tokens: 0`` (echo: the prompt scored, nothing generated) may fill the
+    context exactly.
+    """
+    longest = max(map(len, ids)) if ids else 0
+    if context is not None and longest >= context and not (requested == 0 and longest == context):
+        raise ApiError(
+            400,
+            f"This model's maximum context length is {context} tokens, and the prompt has {longest} tokens",
+            param="messages",
+            code="context_length_exceeded",
+        )
+    if requested is None:
+        if default is not None:
+            requested = default
+        elif context is not None:
+            requested = context - longest
+        else:
+            requested = fallback
+    if context is not None and longest + requested > context:
+        raise ApiError(
+            400,
+            f"This model's maximum context length is {context} tokens. However, you requested {requested} "
+            f"output tokens and your prompt contains {longest} input tokens, for a total of "
+            f"{longest + requested} tokens. Please reduce max_tokens.",
+            param="max_tokens",
+            code="context_length_exceeded",
+        )
+    return requested
+
+
+def usage(ids: list[list[int]] | None, completion_tokens: list[int | None]) -> dict[str, int] | None:
+    """OpenAI's ``usage`` from the prompts' ids and each completion's token count; None when one is unknown."""
+    if ids is None or any(c is None for c in completion_tokens):
+        return None
+    p, c = sum(map(len, ids)), sum(completion_tokens)  # type: ignore[arg-type]
+    return {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
+
+
+__all__ = ["TokenCounter", "checked_max_tokens", "usage"]

@@ -13,16 +13,17 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from posttrainlab.errors import BadInput
+from posttrainlab.train.logs import LOG, TENSORBOARD, log_callback, use_tensorboard_folder
 from posttrainlab.train.recipes import DEFAULT_DATA, DatasetConfig, LoraSwitch, OptimConfig
 
 SUMMARY = "train_summary.json"
-LOG = "train_log.jsonl"
 RECIPE = "recipe.yaml"
 #: what to do with an earlier run in output_dir (``posttrain train`` flags: none, --resume, --overwrite)
 EXISTING = ("check", "resume", "overwrite")
@@ -70,13 +71,13 @@ def check_model(spec: str | None) -> None:
 
 
 def load_records(cfg: DatasetConfig) -> list[dict]:
-    """The recipe's split, checksum-verified.
+    """The recipe's split, checksum-verified (``data.problems.read_split``: a split without records is refused).
 
     A missing local folder is built (arith-v1) only where the user asked for it: at the default path
     ``data/arith-v1``, or anywhere with ``prepare_if_missing: true``. Anywhere else it is ``BadInput``,
     so a typo in ``dataset.path`` is not a new dataset.
     """
-    from posttrainlab.data.loading import load_split
+    from posttrainlab.data.problems import read_split
 
     path = Path(cfg.path)
     if not cfg.path.startswith("hf://") and not path.exists():
@@ -91,10 +92,7 @@ def load_records(cfg: DatasetConfig) -> list[dict]:
         from posttrainlab.data.arith.release import prepare
 
         prepare(path)
-    records = load_split(cfg.path, cfg.split, limit=cfg.limit)
-    if not records:
-        raise BadInput(f"{cfg.path}:{cfg.split}: no records")
-    return records
+    return read_split(cfg.path, cfg.split, limit=cfg.limit)[1]
 
 
 def user(text: str) -> list[dict[str, str]]:
@@ -258,12 +256,15 @@ def check_run(recipe, existing: str = "check") -> Start:
     """Check ``recipe.output_dir`` and decide where the run starts; nothing is written (module docstring).
 
     ``existing``: ``check`` resumes an earlier run only when its ``recipe.yaml`` matches (``RESUMABLE``
-    keys aside), ``resume`` continues it with this recipe, ``overwrite`` starts afresh.
+    keys aside), ``resume`` continues it with this recipe, ``overwrite`` starts afresh. The recipe's values are
+    checked first (``config.check_settings``, as ``load_config`` does: a recipe built in Python gets it too).
     """
+    from posttrainlab.config import check_settings
     from posttrainlab.data.atomic import check_output_folder
 
     if existing not in EXISTING:
         raise ValueError(f"existing={existing!r}: choose one of {', '.join(EXISTING)}")
+    check_settings(recipe)
     out = Path(recipe.output_dir)
     earlier = out.is_dir() and _is_earlier_run(out)
     check_output_folder(out, lambda rel: earlier, what="training run (output_dir of posttrain train)")
@@ -286,31 +287,12 @@ def check_run(recipe, existing: str = "check") -> Start:
 
 def _discard_earlier_run(out: Path) -> None:
     """``--overwrite``: remove what an earlier run left that a new one would resume from or be mistaken for."""
-    import shutil
-
     for folder in out.glob("checkpoint-*"):
         if folder.is_dir() and folder.name.split("-", 1)[1].isdigit():
             shutil.rmtree(folder)
     for name in (LOG, SUMMARY):
         (out / name).unlink(missing_ok=True)
-
-
-def log_callback(output_dir: str | os.PathLike):
-    """A TrainerCallback that appends every log event to ``output_dir/train_log.jsonl``."""
-    from transformers import TrainerCallback
-
-    path = Path(output_dir) / LOG
-
-    class JsonlLogger(TrainerCallback):
-        def on_log(self, args, state, control, logs=None, **kwargs):
-            if not state.is_world_process_zero or not logs:
-                return
-            path.parent.mkdir(parents=True, exist_ok=True)
-            row = {"step": state.global_step, "epoch": state.epoch, **logs}
-            with open(path, "a", encoding="utf-8") as f:
-                f.write(json.dumps(row) + "\n")
-
-    return JsonlLogger()
+    shutil.rmtree(out / TENSORBOARD, ignore_errors=True)
 
 
 def run_trainer(trainer, recipe, method: str, n_records: int, start: Start | None = None) -> Path:
@@ -322,20 +304,24 @@ def run_trainer(trainer, recipe, method: str, n_records: int, start: Start | Non
     from posttrainlab.data.atomic import write_text
     from posttrainlab.progress import use_train_log
     from posttrainlab.provenance import provenance
+    from posttrainlab.train.launch import report_launch
 
     out = Path(recipe.output_dir)
     start = start if start is not None else check_run(recipe)
     if trainer.is_world_process_zero():
         if start.overwrite:
             _discard_earlier_run(out)
-        elif start.checkpoint is None:
-            (out / LOG).unlink(missing_ok=True)  # a fresh start: don't mix curves of an earlier run
+        elif start.checkpoint is None:  # a fresh start: don't mix curves of an earlier run
+            (out / LOG).unlink(missing_ok=True)
+            shutil.rmtree(out / TENSORBOARD, ignore_errors=True)
         out.mkdir(parents=True, exist_ok=True)
         save_config(recipe, out / RECIPE)
         if start.checkpoint is not None:
             changed = f"; recipe changed: {'; '.join(start.changes)}" if start.changes else ""
             print(f"{method}: resuming from {start.checkpoint} (step {start.step}){changed}", flush=True)
     use_train_log(trainer, method)  # one line per logging step, not transformers' dicts and tqdm bars
+    use_tensorboard_folder(trainer, out)  # out/tensorboard, not transformers' out/runs/<date>_<host> (train.logs)
+    report_launch(trainer, method)  # under accelerate launch: one line, what the processes run (train.launch)
     t0 = time.time()
     result = trainer.train(resume_from_checkpoint=start.checkpoint)
     save_model(trainer, out)

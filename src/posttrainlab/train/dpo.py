@@ -42,17 +42,22 @@ def dpo_rows(records: list[dict]) -> list[dict]:
     ]
 
 
-def dpo_kwargs(recipe: DPORecipe) -> dict:
-    """``trl.DPOConfig``'s keyword arguments for ``recipe``; a bad ``trainer_args`` key is refused here."""
+def config_class():
+    """``trl.DPOConfig``: the config class whose fields ``trainer_args`` may set (``posttrain train`` checks them)."""
     from trl import DPOConfig
 
+    return DPOConfig
+
+
+def dpo_kwargs(recipe: DPORecipe) -> dict:
+    """``trl.DPOConfig``'s keyword arguments for ``recipe``; a bad ``trainer_args`` key is refused here."""
     own = {"beta": recipe.beta, "loss_type": [recipe.loss_type], "max_length": recipe.max_length}
-    return trainer_kwargs(DPOConfig, recipe, own)
+    return trainer_kwargs(config_class(), recipe, own)
 
 
 def build_trainer(recipe: DPORecipe, records: list[dict] | None = None):
     """The DPOTrainer over ``records`` (default: the recipe's split as it is, ``preference.source: synthetic``)."""
-    from trl import DPOConfig, DPOTrainer
+    from trl import DPOTrainer
 
     from posttrainlab.models.loading import load_causal_lm
 
@@ -64,7 +69,7 @@ def build_trainer(recipe: DPORecipe, records: list[dict] | None = None):
     ref = None
     if recipe.ref_model:
         ref, _ = load_causal_lm(resolve_model(recipe.ref_model), trust_remote_code=recipe.trust_remote_code)
-    args = DPOConfig(**kwargs)
+    args = config_class()(**kwargs)
     trainer = trl_trainer(DPOTrainer, recipe, model, tokenizer, args, dpo_rows(records), ref_model=ref)
     return trainer, len(records)
 

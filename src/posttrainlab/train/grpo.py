@@ -5,6 +5,13 @@
 Rewards are correctness and format as two weighted terms (``rewards.correctness``, ``rewards.format``).
 TRL logs ``reward``, ``kl`` (when ``beta`` > 0) and ``frac_reward_zero_std``: the share of groups whose
 rewards are all equal, which carry no learning signal (GRPO's advantage is reward minus group mean).
+
+Every setting the loss depends on is a recipe field passed to ``trl.GRPOConfig`` as written (``grpo_kwargs``):
+``loss_type``, ``scale_rewards``, ``num_iterations``, ``steps_per_generation``, ``epsilon``,
+``mask_truncated_completions``, ``beta``, ``temperature``, the reward weights; the few TRL settings no field names are
+pinned in ``PINNED``. ``prompt_filter.enabled`` samples ``prompt_filter.k`` answers per prompt from the starting
+policy before training and keeps the prompts it sometimes but not always solves (``filter_prompts``; written to
+``OUT/grpo_prompts.jsonl`` and reused on resume): a group whose answers are all wrong or all right has no advantage.
 """
 
 from __future__ import annotations
@@ -12,10 +19,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from posttrainlab.train.common import (
+    RECIPE,
+    Start,
     check_model,
     check_run,
     load_policy,
     load_records,
+    resolve_model,
     run_trainer,
     trainer_kwargs,
     trl_trainer,
@@ -30,9 +40,30 @@ def grpo_rows(records: list[dict]) -> list[dict]:
     return [{"prompt": user(r["prompt"]), "answer": r["answer"], "category": r["category"]} for r in records]
 
 
-def build_trainer(recipe: GRPORecipe, records: list[dict] | None = None):
-    from trl import GRPOConfig, GRPOTrainer
+def config_class():
+    """``trl.GRPOConfig``: the config class whose fields ``trainer_args`` may set (``posttrain train`` checks them)."""
+    from trl import GRPOConfig
 
+    return GRPOConfig
+
+
+#: TRL settings the loss depends on that no recipe field names: written here so a TRL upgrade cannot change them unseen
+#: (TRL 1.16's values; ``trainer_args`` may still replace one)
+PINNED = {
+    "importance_sampling_level": "token",  # the ratio per token, not per sequence (GSPO)
+    "epsilon_high": None,  # the clip is symmetric: [1 - epsilon, 1 + epsilon]
+    "multi_objective_aggregation": "sum_then_normalize",  # weighted sum of the rewards, then the advantage
+    "use_bias_correction_kl": True,  # the KL term times the ratio (only with beta > 0)
+    "top_entropy_quantile": 1.0,  # every token in the loss, not only high-entropy ones
+    "top_p": 1.0,
+    "top_k": 0,
+    "shuffle_dataset": True,
+}
+
+
+def grpo_kwargs(recipe: GRPORecipe) -> dict:
+    """``trl.GRPOConfig``'s keyword arguments for ``recipe`` (module docstring); a bad ``trainer_args`` key is refused
+    here, and so is a batch that does not hold whole groups."""
     from posttrainlab.errors import BadInput
 
     if recipe.optim.batch_size % recipe.num_generations:
@@ -45,19 +76,91 @@ def build_trainer(recipe: GRPORecipe, records: list[dict] | None = None):
         "temperature": recipe.temperature,
         "beta": recipe.beta,
         "reward_weights": [recipe.rewards.correctness, recipe.rewards.format],
+        "loss_type": recipe.loss_type,
+        "scale_rewards": recipe.scale_rewards,
+        "num_iterations": recipe.num_iterations,
+        "steps_per_generation": recipe.steps_per_generation or recipe.optim.grad_accum,
+        "epsilon": recipe.epsilon,
+        "mask_truncated_completions": recipe.mask_truncated_completions,
     }
-    kwargs = trainer_kwargs(GRPOConfig, recipe, own)
+    return trainer_kwargs(config_class(), recipe, own, fixed=PINNED)
+
+
+def build_trainer(recipe: GRPORecipe, records: list[dict] | None = None):
+    from trl import GRPOTrainer
+
+    kwargs = grpo_kwargs(recipe)
     check_model(recipe.model)
     records = load_records(recipe.dataset) if records is None else records
     model, tokenizer = load_policy(recipe, padding_side="left")
-    args = GRPOConfig(**kwargs)
+    args = config_class()(**kwargs)
     rewards = [correctness_reward, format_reward]
     trainer = trl_trainer(GRPOTrainer, recipe, model, tokenizer, args, grpo_rows(records), reward_funcs=rewards)
     return trainer, len(records)
 
 
-def train_grpo(recipe: GRPORecipe, existing: str = "check") -> Path:
-    """Check the run folder, then the data and the model, then train (``common.check_run``)."""
+PROMPTS = "grpo_prompts"  # OUT/grpo_prompts.jsonl (the prompts kept) and OUT/grpo_prompts.json (settings, counts)
+
+
+def filter_prompts(records: list[dict], graded: list[list[dict]]) -> tuple[list[dict], dict]:
+    """``(kept records, counts)``: the records with ``0 < correct < k`` of their graded samples, in order.
+
+    >>> rs = [{"id": i} for i in "abc"]
+    >>> kept, counts = filter_prompts(rs, [[{"correct": c, "outcome": "x"} for c in cs] for cs in
+    ...                                    ([True, False], [False, False], [True, True])])
+    >>> [r["id"] for r in kept], counts["all_wrong"], counts["all_right"], counts["pass_rates"]
+    (['a'], 1, 1, [0.5, 0.0, 1.0])
+    """
+    from posttrainlab.train.policy_samples import outcome_counts
+
+    solved = [sum(s["correct"] for s in samples) for samples in graded]
+    kept = [r for r, c, samples in zip(records, solved, graded, strict=True) if 0 < c < len(samples)]
+    counts = {
+        "prompts": len(records),
+        "kept": len(kept),
+        "all_wrong": sum(c == 0 for c in solved),
+        "all_right": sum(c == len(s) for c, s in zip(solved, graded, strict=True)),
+        "sample_outcomes": outcome_counts(graded),
+        "pass_rates": [c / len(s) if s else 0.0 for c, s in zip(solved, graded, strict=True)],
+    }
+    return kept, counts
+
+
+def filtered_records(recipe: GRPORecipe, start: Start, backend=None) -> list[dict]:
+    """``prompt_filter.enabled``: the split's prompts the starting policy sometimes solves (sampled or reused)."""
+    from posttrainlab.config import save_config
+    from posttrainlab.errors import BadInput
+    from posttrainlab.train.policy_samples import sampled_rows, settings_of
+
+    grpo_kwargs(recipe)
+    check_model(recipe.model)
+    records = load_records(recipe.dataset)
+    out = Path(recipe.output_dir)
+    fresh = not (out / RECIPE).is_file() and not start.overwrite
+    policy = resolve_model(recipe.model)
+    kept, counts = sampled_rows(
+        records, recipe.prompt_filter, policy, out, PROMPTS, filter_prompts,
+        settings=settings_of(recipe.prompt_filter, policy, recipe.dataset, records), backend=backend,
+        reuse=not start.overwrite, trust_remote_code=recipe.trust_remote_code,
+    )  # fmt: skip
+    if fresh:
+        save_config(recipe, out / RECIPE)
+    if len(kept) * recipe.num_generations < recipe.optim.batch_size:
+        raise BadInput(
+            f"prompt_filter: {len(kept)} of {counts['prompts']} prompts kept ({counts['all_wrong']} all wrong, "
+            f"{counts['all_right']} all right in {recipe.prompt_filter.k} samples): too few for one batch; "
+            "use more prompts (dataset.split, dataset.limit) or a larger prompt_filter.k"
+        )
+    print(f"grpo: {len(kept)} of {counts['prompts']} prompts kept ({counts['all_wrong']} all wrong, "
+          f"{counts['all_right']} all right in {recipe.prompt_filter.k} samples)", flush=True)  # fmt: skip
+    return kept
+
+
+def train_grpo(recipe: GRPORecipe, existing: str = "check", backend=None) -> Path:
+    """Check the run folder, then the data and the model, then train (``common.check_run``); with
+    ``prompt_filter.enabled`` the prompts are filtered first (``backend``, a ``SamplingBackend``, replaces the model
+    sampled)."""
     start = check_run(recipe, existing)
-    trainer, n = build_trainer(recipe)
+    records = filtered_records(recipe, start, backend) if recipe.prompt_filter.enabled else None
+    trainer, n = build_trainer(recipe, records)
     return run_trainer(trainer, recipe, "grpo", n, start)

@@ -10,10 +10,12 @@ Hand-written because TRL removed its PRMTrainer. What ``transformers.Trainer`` b
 checkpoints, resume (``common.check_run``), accelerate, logging. What is ours: the data
 (``prm_examples``: one sequence per solution, a label on each separator), the two heads
 (``models.prm``: token classification or a verdict token) and the losses (``prm_losses``: hard,
-class-weighted or soft-target cross-entropy), wired in through ``compute_loss``.
+class-weighted or soft-target cross-entropy), wired in through ``compute_loss``; the head's own learning rate
+and the backbone freeze (``prm_optim``), wired in through ``create_optimizer`` / ``create_scheduler``.
 
 The run folder holds the model and tokenizer in Hugging Face format plus ``prm_config.json`` (head,
-separator, format), so ``posttrainlab.prm.PRM.from_pretrained(output_dir)`` scores with it; every
+separator, format, input format; ``no_answer_step`` when the rows hold arith-prm's explicit missing-answer
+step), so ``posttrainlab.prm.PRM.from_pretrained(output_dir)`` scores with it; every
 checkpoint gets the same file. A LoRA run is merged into the base weights before the final save.
 """
 
@@ -23,6 +25,7 @@ import logging
 from dataclasses import replace
 from pathlib import Path
 
+from posttrainlab.data.arith.prm_labels import NO_ANSWER_STEP
 from posttrainlab.errors import BadInput
 from posttrainlab.train.common import (
     check_run,
@@ -72,9 +75,28 @@ def _trainer_class():
 
         loss_is_scaled_for_ga = False
 
-        def __init__(self, *args, prm_head, soft: bool, class_weights, **kwargs):
+        def __init__(self, *args, prm_head, soft: bool, class_weights, head_lr=None, freeze_steps=0, **kwargs):
             super().__init__(*args, **kwargs)
             self.prm_head, self.soft, self.class_weights = prm_head, soft, class_weights
+            self.head_lr, self.freeze_steps = head_lr, freeze_steps  # train.prm_optim
+
+        def create_optimizer(self, model=None):
+            fresh = self.optimizer is None
+            optimizer = super().create_optimizer(model)
+            if fresh and (self.head_lr is not None or self.freeze_steps):
+                from posttrainlab.train.prm_optim import head_parameter_ids, split_groups
+
+                split_groups(optimizer, head_parameter_ids(self.model if model is None else model), self.head_lr)
+            return optimizer
+
+        def create_scheduler(self, num_training_steps, optimizer=None):
+            fresh = self.lr_scheduler is None
+            scheduler = super().create_scheduler(num_training_steps, optimizer)
+            if fresh and self.freeze_steps:
+                from posttrainlab.train.prm_optim import freeze_backbone
+
+                freeze_backbone(scheduler, self.freeze_steps)
+            return scheduler
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             loss = batch_loss(model, self.prm_head, inputs, soft=self.soft, class_weights=self.class_weights)
@@ -96,10 +118,29 @@ def _trainer_class():
     return PRMTrainer, SpecWriter
 
 
+def config_class():
+    """``transformers.TrainingArguments``: the config class whose fields ``trainer_args`` may set (``posttrain train``
+    checks them)."""
+    from transformers import TrainingArguments
+
+    return TrainingArguments
+
+
+def _instruction(recipe: PRMRecipe) -> str:
+    """The policy format's instruction: the recipe's, else arith-v1's (the qwen format has none)."""
+    from posttrainlab.data.arith.problems import INSTRUCTION
+
+    if recipe.input_format != "policy":
+        return ""
+    return INSTRUCTION if recipe.instruction is None else recipe.instruction
+
+
 def build_trainer(recipe: PRMRecipe):
     """``(trainer, n_examples, spec)``: data read and checked first, then the model, then the Trainer."""
     import torch
-    from transformers import TrainingArguments, set_seed
+    from transformers import set_seed
+
+    TrainingArguments = config_class()
 
     from posttrainlab.models.prm import DEFAULT_SYSTEM, is_causal, load_for_training, make_head
 
@@ -128,7 +169,11 @@ def build_trainer(recipe: PRMRecipe):
         yes_token=recipe.yes_token,
         no_token=recipe.no_token,
         trust_remote_code=recipe.trust_remote_code,
+        input_format=recipe.input_format,
+        instruction=_instruction(recipe),
     )
+    if any(NO_ANSWER_STEP in getattr(item, "steps", ()) for item in items):  # arith-prm's missing-answer step:
+        spec = replace(spec, no_answer_step=NO_ANSWER_STEP)  # best-of-N and beam search append it when scoring
     grouped = recipe.dataset.format == "mc-value" and recipe.dataset.mc_rows == "grouped"
     if grouped and not is_causal(model.config):
         raise BadInput(
@@ -172,6 +217,8 @@ def build_trainer(recipe: PRMRecipe):
         processing_class=tokenizer,
         callbacks=[log_callback(recipe.output_dir), spec_writer(spec)],
         prm_head=make_head(spec, tokenizer),
+        head_lr=recipe.head_learning_rate,
+        freeze_steps=recipe.freeze_backbone_steps,
         soft=soft,
         class_weights=torch.tensor(recipe.class_weights, dtype=torch.float32),
     )

@@ -2,12 +2,12 @@
 
 Hand-written because TRL removed its PRM trainer and ``transformers`` has no soft-target or
 class-weighted step loss; they are a few lines each and easier to check against numbers worked out
-by hand (tests/prm/test_losses.py) than to configure out of a library.
+by hand (tests/prm/test_prm_losses.py) than to configure out of a library.
 
-Every head is reduced to the same shape first (``posttrainlab.models.prm.two_class_logits``):
-``logits[..., 0]`` is the "wrong" / P("no") logit and ``logits[..., 1]`` the "correct" / P("yes")
-logit, normalised over the two classes only. Targets sit in a float tensor of the same leading shape,
-with ``IGNORE`` (-100) on every position that carries no label (docs/design.md "PRM conventions").
+Every head is reduced to the same shape first (the ``logits`` of ``posttrainlab.models.prm.make_head``'s head,
+``TokenClsHead`` or ``VerdictHead``): ``logits[..., 0]`` is the "wrong" / P("no") logit and ``logits[..., 1]``
+the "correct" / P("yes") logit, normalised over the two classes only. Targets sit in a float tensor of the same
+leading shape, with ``IGNORE`` (-100) on every position that carries no label (docs/design.md "PRM conventions").
 
 - **Hard labels** (``step`` and ``span`` supervision): weighted cross-entropy,
   ``L = sum_i w[y_i] * -log p_i[y_i] / sum_i w[y_i]`` (PyTorch's ``cross_entropy`` with ``weight``).

@@ -13,8 +13,8 @@ from typing import Any
 
 from posttrainlab.data.formats.registry import FORMATS
 from posttrainlab.errors import BadInput
-from posttrainlab.models.prm_spec import HEADS
-from posttrainlab.train.recipes import LoraSwitch, OptimConfig
+from posttrainlab.models.prm_spec import HEADS, INPUT_FORMATS
+from posttrainlab.train.recipes import LoraSwitch, OptimConfig, at_least, check_run_settings
 
 SUPERVISION = ("step", "span", "soft")
 MC_ROWS = ("grouped", "prefix", "messages")
@@ -45,6 +45,13 @@ class PRMDataConfig:
     eval_limit: int | None = 500
     eval_steps: int | None = None
 
+    def check(self) -> None:
+        """``BadInput`` for an empty path or a count below 1 (the choices are ``PRMRecipe.check``'s)."""
+        if not self.path:
+            raise BadInput("path: empty; name the step-labelled rows")
+        for name in ("limit", "eval_limit", "eval_steps"):
+            at_least(name, getattr(self, name), 1)
+
 
 @dataclass
 class PRMRecipe:
@@ -62,6 +69,14 @@ class PRMRecipe:
     # one token ("+"/"-" are, for byte-level and Qwen tokenizers). Not `yes:`/`no:` keys: YAML reads those as booleans
     yes_token: str = "+"
     no_token: str = "-"
+    # qwen: Qwen2.5-Math-PRM's layout (system_prompt, question, steps + separator); policy: the policy's own prompt
+    # (chat template over instruction + question) and lines, each read at its newline (no separator token added)
+    input_format: str = "qwen"
+    instruction: str | None = None  # policy format only: before the question; null = arith-v1's instruction
+    # token-cls only: the new head's learning rate (null: optim.learning_rate for every weight), and how many
+    # optimizer steps the backbone stays frozen (its learning rate 0) while the head warms up
+    head_learning_rate: float | None = None
+    freeze_backbone_steps: int = 0
     train_on_last_step_only: bool = False  # label only each sequence's last labelled step (and its span tokens)
     class_weights: list[float] = field(default_factory=lambda: [1.0, 1.0])  # [wrong, correct]
     optim: OptimConfig = field(default_factory=lambda: OptimConfig(learning_rate=1e-4, batch_size=8))
@@ -73,12 +88,14 @@ class PRMRecipe:
 
     def check(self) -> None:
         """``BadInput`` naming the field when a choice is unknown or two choices do not go together."""
+        check_run_settings(self)
         choices = {
             "head": (self.head, HEADS),
             "supervision": (self.supervision, SUPERVISION),
             "dataset.format": (self.dataset.format, FORMATS),
             "dataset.mc_rows": (self.dataset.mc_rows, MC_ROWS),
             "dataset.mc_step_idx": (self.dataset.mc_step_idx, MC_STEP_IDX),
+            "input_format": (self.input_format, INPUT_FORMATS),
         }
         for name, (value, allowed) in choices.items():
             if value not in allowed:
@@ -91,3 +108,11 @@ class PRMRecipe:
             raise BadInput(f"max_length {self.max_length}: must be at least 2")
         if not self.separator:
             raise BadInput("separator: must not be empty")
+        if self.head_learning_rate is not None and not self.head_learning_rate > 0:
+            raise BadInput(f"head_learning_rate={self.head_learning_rate}: must be greater than 0 (or null)")
+        if self.freeze_backbone_steps < 0:
+            raise BadInput(f"freeze_backbone_steps={self.freeze_backbone_steps}: must be >= 0")
+        if self.head != "token-cls" and (self.head_learning_rate is not None or self.freeze_backbone_steps):
+            raise BadInput(
+                "head_learning_rate and freeze_backbone_steps need head token-cls (a verdict head is the LM)"
+            )

@@ -9,12 +9,19 @@ fields of the trainer's config class (``trl.SFTConfig``, ``DPOConfig``, ``GRPOCo
 ``transformers.TrainingArguments``), e.g. ``{report_to: none}``, and they replace posttrainlab's defaults
 (``report_to: [tensorboard]``...). A key the class lacks, or one a recipe field already sets (``learning_rate``:
 ``optim.learning_rate``), is a one-line error before any model loads (``train.common.trainer_kwargs``).
+
+Each config's ``check()`` refuses a value no run can train with (``optim.epochs=-3``, ``optim.batch_size=0``,
+``preference.source=bogus``): ``config.load_config`` runs them when the recipe is loaded, ``--print-config``
+included, and ``train.common.check_run`` again before any run (a recipe built in Python). Without it ``epochs=-3``
+trained 0 steps, exited 0 and saved the untouched start model as the result.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+
+from posttrainlab.errors import BadInput
 
 DEFAULT_DATA = "data/arith-v1"  # the one path where a missing arith-v1 is built unasked
 
@@ -29,6 +36,13 @@ class DatasetConfig:
     # build arith-v1 when `path` is a local folder that does not exist: null = only at the default data/arith-v1
     # (anywhere else a missing folder is an error, so a typo is not a new dataset); true = at any path; false = never
     prepare_if_missing: bool | None = None
+
+    def check(self) -> None:
+        """``BadInput`` naming the field for an empty path or split, or a limit below 1."""
+        for name in ("path", "split"):
+            if not getattr(self, name):
+                raise BadInput(f"{name}: empty; name the data (see --print-config)")
+        at_least("limit", self.limit, 1)
 
 
 @dataclass
@@ -52,6 +66,22 @@ class OptimConfig:
     # default; it pays for large models on GPUs, not for the tiny CPU model (bench/bench_sft_throughput.py).
     activation_checkpointing: bool = False
 
+    def check(self) -> None:
+        """``BadInput`` naming the field for a value no run can train with (module docstring)."""
+        if self.max_steps == 0 or self.max_steps < -1:
+            raise BadInput(f"max_steps={self.max_steps}: must be at least 1, or -1 to train optim.epochs")
+        if self.max_steps == -1 and not self.epochs > 0:
+            raise BadInput(f"epochs={self.epochs}: must be greater than 0 (or set optim.max_steps)")
+        if not self.learning_rate > 0:
+            raise BadInput(f"learning_rate={self.learning_rate}: must be greater than 0")
+        for name in ("batch_size", "grad_accum", "logging_steps", "save_steps", "save_total_limit"):
+            at_least(name, getattr(self, name), 1)
+        if not 0 <= self.warmup_ratio < 1:
+            raise BadInput(f"warmup_ratio={self.warmup_ratio}: must be in [0, 1) (a share of the steps)")
+        for name in ("weight_decay", "max_grad_norm"):
+            if getattr(self, name) < 0:
+                raise BadInput(f"{name}={getattr(self, name)}: must be >= 0")
+
 
 @dataclass
 class LoraSwitch:
@@ -62,6 +92,35 @@ class LoraSwitch:
     alpha: int = 32
     dropout: float = 0.05
     target_modules: str = "all-linear"
+
+    def check(self) -> None:
+        """``BadInput`` for a rank below 1, a non-positive alpha or a dropout outside [0, 1)."""
+        at_least("r", self.r, 1)
+        if not self.alpha > 0:
+            raise BadInput(f"alpha={self.alpha}: must be greater than 0")
+        if not 0 <= self.dropout < 1:
+            raise BadInput(f"dropout={self.dropout}: must be in [0, 1)")
+
+
+def at_least(name: str, value: int | None, low: int) -> None:
+    """``BadInput`` when ``value`` is set and below ``low``.
+
+    >>> at_least("limit", None, 1)
+    >>> at_least("batch_size", 0, 1)
+    Traceback (most recent call last):
+    ...
+    posttrainlab.errors.BadInput: batch_size=0: must be at least 1
+    """
+    if value is not None and value < low:
+        raise BadInput(f"{name}={value}: must be at least {low}")
+
+
+def check_run_settings(recipe) -> None:
+    """What every recipe (the PRM's too) needs: a model, an output_dir and a max_length of at least 1."""
+    for name in ("model", "output_dir"):
+        if not getattr(recipe, name):
+            raise BadInput(f"{name}: empty; name a {'model' if name == 'model' else 'folder'}")
+    at_least("max_length", getattr(recipe, "max_length", None), 1)
 
 
 @dataclass
@@ -79,6 +138,9 @@ class SFTRecipe:
     padding_free: bool = False  # TRL padding-free batches (needs FlashAttention; GPU only)
     trust_remote_code: bool = False
     trainer_args: dict[str, Any] = field(default_factory=dict)  # trl.SFTConfig fields, as they are
+
+    def check(self) -> None:
+        check_run_settings(self)
 
 
 @dataclass
@@ -121,18 +183,70 @@ class DPORecipe:
     trust_remote_code: bool = False
     trainer_args: dict[str, Any] = field(default_factory=dict)  # trl.DPOConfig fields, as they are
 
+    def check(self) -> None:
+        """``check_run_settings``, ``beta > 0`` and the pair settings (``label.policy_pairs.check_preference``)."""
+        from posttrainlab.label.policy_pairs import check_preference
+
+        check_run_settings(self)
+        if not self.beta > 0:
+            raise BadInput(f"beta={self.beta}: must be greater than 0")
+        check_preference(self.preference)
+
+
+@dataclass
+class SamplingSettings:
+    """``k`` answers per prompt sampled from a recipe's starting ``model`` and graded before training
+    (``train.policy_samples``): RFT's samples (``rejection``), GRPO's prompt filter (``prompt_filter``)."""
+
+    k: int = 8  # samples per prompt
+    temperature: float = 1.0  # > 0
+    top_p: float = 1.0
+    max_new_tokens: int = 64
+    seed: int = 0
+    batch_size: int = 32  # prompts per generate call
+
+    def check(self) -> None:
+        at_least("k", self.k, 1)
+        at_least("batch_size", self.batch_size, 1)
+        at_least("max_new_tokens", self.max_new_tokens, 1)
+        if not self.temperature > 0:
+            raise BadInput(f"temperature={self.temperature}: must be greater than 0 (k samples, not k equal answers)")
+        if not 0 < self.top_p <= 1:
+            raise BadInput(f"top_p={self.top_p}: must be in (0, 1]")
+
 
 @dataclass
 class RewardWeights:
     """GRPO reward = correctness * weight + format * weight (the arith grader decides both)."""
 
     correctness: float = 1.0  # 1 when the final answer is right
-    format: float = 0.2  # 1 when the answer line has the required form, right or wrong
+    format: float = 0.2  # 1 when the answer line has the required form, right or wrong (0: not in the reward)
+
+
+@dataclass
+class PromptFilter(SamplingSettings):
+    """GRPO's prompts, with ``enabled``: only those the starting policy sometimes but not always solves (``0 <
+    correct < k`` of ``k`` samples); an all-wrong or all-right group has equal rewards and no advantage."""
+
+    enabled: bool = False
+
+    def check(self) -> None:
+        super().check()
+        at_least("k", self.k, 2)
+
+
+#: TRL 1.16's GRPO loss types and reward scalings (``trl.GRPOConfig``'s ``loss_type``, ``scale_rewards``)
+GRPO_LOSSES = ("dapo", "dr_grpo", "grpo", "bnpo", "cispo", "sapo", "luspo", "vespo")
+REWARD_SCALINGS = ("group", "batch", "none")
 
 
 @dataclass
 class GRPORecipe:
-    """Group relative policy optimisation with rewards from the arith grader."""
+    """Group relative policy optimisation with rewards from the arith grader.
+
+    Every TRL setting the loss depends on is a field here, passed to ``trl.GRPOConfig`` as written (none is left to
+    TRL's defaults, which move between versions); the defaults are TRL 1.16's, the recipe the README measured.
+    """
 
     model: str = "runs/sft"
     output_dir: str = "runs/grpo"
@@ -143,18 +257,92 @@ class GRPORecipe:
     num_generations: int = 8  # group size G; batch_size must be a multiple of it
     max_completion_length: int = 64
     temperature: float = 1.0
-    beta: float = 0.04  # KL coefficient against the reference (the starting policy)
+    beta: float = 0.04  # KL coefficient against the reference (the starting policy); 0: no reference model
+    # dapo: token losses summed over the batch / its token count; dr_grpo (Dr. GRPO): / (completions x
+    # max_completion_length), a constant; grpo: each completion's mean, then the batch's (length bias)
+    loss_type: str = "dapo"
+    scale_rewards: str = "group"  # advantage = (r - group mean) / group std (group) | / batch std | none (Dr. GRPO)
+    num_iterations: int = 1  # updates per generation batch (mu): > 1 reuses the samples, so the clip acts
+    steps_per_generation: int | None = None  # micro-steps one generation batch is split into (None: optim.grad_accum)
+    epsilon: float = 0.2  # the probability ratio is clipped to [1 - epsilon, 1 + epsilon]
+    mask_truncated_completions: bool = False  # completions cut at max_completion_length leave the loss
+    prompt_filter: PromptFilter = field(default_factory=PromptFilter)  # keep prompts the policy sometimes solves
     trust_remote_code: bool = False
     trainer_args: dict[str, Any] = field(default_factory=dict)  # trl.GRPOConfig fields, as they are
 
+    def check(self) -> None:
+        """``check_run_settings``; a group of at least 2 (one answer has no relative advantage), ``temperature > 0``,
+        a known loss and scaling, at least one update per generation batch."""
+        check_run_settings(self)
+        at_least("num_generations", self.num_generations, 2)
+        at_least("max_completion_length", self.max_completion_length, 1)
+        at_least("num_iterations", self.num_iterations, 1)
+        at_least("steps_per_generation", self.steps_per_generation, 1)
+        if not self.temperature > 0:
+            raise BadInput(f"temperature={self.temperature}: must be greater than 0 (GRPO samples a group)")
+        if self.beta < 0:
+            raise BadInput(f"beta={self.beta}: must be >= 0")
+        if not self.epsilon > 0:
+            raise BadInput(f"epsilon={self.epsilon}: must be greater than 0")
+        for name, known in (("loss_type", GRPO_LOSSES), ("scale_rewards", REWARD_SCALINGS)):
+            if getattr(self, name) not in known:
+                raise BadInput(f"{name}={getattr(self, name)!r}: choose one of {', '.join(known)}")
 
-RECIPES = {"sft": SFTRecipe, "dpo": DPORecipe, "grpo": GRPORecipe}
+
+#: RFT's sample filters: the final answer right, or every step exactly right too (``data.arith.steps``)
+RFT_FILTERS = ("answer", "process")
+
+
+@dataclass
+class RejectionConfig(SamplingSettings):
+    """RFT's samples: ``k`` answers per prompt from the policy, kept when ``filter`` accepts them (``train.rft``)."""
+
+    filter: str = "answer"  # answer: the final answer is right | process: and every step is exactly right
+    per_prompt: int | None = None  # keep at most N distinct accepted answers per prompt (None: every distinct one)
+
+    def check(self) -> None:
+        super().check()
+        at_least("per_prompt", self.per_prompt, 1)
+        if self.filter not in RFT_FILTERS:
+            raise BadInput(f"filter={self.filter!r}: choose one of {', '.join(RFT_FILTERS)}")
+
+
+@dataclass
+class RFTRecipe:
+    """Rejection-sampling fine-tuning (expert iteration): sample the policy on RL prompts, keep the right answers,
+    continue SFT on them with the original SFT data mixed back in; ``rounds`` > 1 repeats it from each new model."""
+
+    model: str = "runs/sft"  # the policy sampled and fine-tuned
+    output_dir: str = "runs/rft"
+    dataset: DatasetConfig = field(default_factory=lambda: DatasetConfig(split="rl_train"))  # the prompts sampled
+    sft_data: DatasetConfig = field(default_factory=lambda: DatasetConfig(split="sft_train_3k"))  # mixed back in
+    sft_ratio: float = 1.0  # SFT rows per accepted sample, drawn at random (optim.seed) from sft_data; 0: none
+    rejection: RejectionConfig = field(default_factory=RejectionConfig)
+    rounds: int = 1  # round r > 1 samples and trains the model of round r - 1 (output_dir/round-<r>)
+    optim: OptimConfig = field(default_factory=lambda: OptimConfig(learning_rate=1e-4, batch_size=16))
+    lora: LoraSwitch = field(default_factory=LoraSwitch)
+    max_length: int = 512
+    length_grouping: bool = True  # as SFTRecipe's
+    packing: bool = False
+    padding_free: bool = False
+    trust_remote_code: bool = False
+    trainer_args: dict[str, Any] = field(default_factory=dict)  # trl.SFTConfig fields, as they are
+
+    def check(self) -> None:
+        check_run_settings(self)
+        at_least("rounds", self.rounds, 1)
+        if not self.sft_ratio >= 0:
+            raise BadInput(f"sft_ratio={self.sft_ratio}: must be >= 0")
+
+
+RECIPES = {"sft": SFTRecipe, "dpo": DPORecipe, "grpo": GRPORecipe, "rft": RFTRecipe}
 
 
 def seeded(recipe, k: int):
     """A copy of ``recipe`` (any recipe, the PRM's too) for seed ``k`` of a multi-seed run (``train --seeds``,
     quickstart ``seeds``): ``k`` = 0 is the recipe itself; ``k`` >= 1 trains into ``<output_dir>-s<k>`` with
-    ``optim.seed + k`` (and ``preference.seed + k``: on-policy DPO pairs are sampled again).
+    ``optim.seed + k`` (and the seed of what is sampled before training: ``preference``, ``rejection``,
+    ``prompt_filter``; on-policy DPO pairs, RFT samples and GRPO's prompt filter are sampled again).
     """
     from copy import deepcopy
 
@@ -162,6 +350,7 @@ def seeded(recipe, k: int):
     if k:
         recipe.output_dir = f"{recipe.output_dir}-s{k}"
         recipe.optim.seed += k
-        if hasattr(recipe, "preference"):
-            recipe.preference.seed += k
+        for sampled in ("preference", "rejection", "prompt_filter"):
+            if hasattr(recipe, sampled):
+                getattr(recipe, sampled).seed += k
     return recipe

@@ -33,8 +33,17 @@ def sft_rows(records: list[dict]) -> list[dict]:
     return [{"prompt": user(r["prompt"]), "completion": assistant(r["response"])} for r in records]
 
 
+def config_class():
+    """``trl.SFTConfig``: the config class whose fields ``trainer_args`` may set (``posttrain train`` checks them)."""
+    from trl import SFTConfig
+
+    return SFTConfig
+
+
 def build_trainer(recipe: SFTRecipe, records: list[dict] | None = None):
-    from trl import SFTConfig, SFTTrainer
+    from trl import SFTTrainer
+
+    SFTConfig = config_class()
 
     own = {
         "max_length": recipe.max_length,

@@ -31,7 +31,6 @@ def tiny_policy(tmp_path_factory, one_thread) -> Path:
 @pytest.fixture(scope="session")
 def tiny_prm(tmp_path_factory, tiny_policy) -> Path:
     """An untrained token-classification PRM on the tiny policy, saved as ``posttrain train prm`` saves one."""
-    pytest.importorskip("posttrainlab.prm")
     from posttrainlab.models.prm import load_for_training
     from posttrainlab.models.prm_spec import write_spec
 

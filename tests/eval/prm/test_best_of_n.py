@@ -203,6 +203,28 @@ def test_cli_with_a_real_tiny_policy_and_prm(arith_dir, tiny_policy, tiny_prm, t
     b = json.loads((out / "bon.json").read_text())
     assert b["problems"] == 3 and set(b["selectors"]) == set(SELECTORS) and set(b["oracle"]) == {"1", "2"}
     assert all(len(r["samples"]) == 2 for r in read_jsonl(out / "samples.jsonl"))
+    from posttrainlab.data.arith.prm_data import question_of
+    from posttrainlab.prm import PRM
+
+    prm = PRM.from_pretrained(tiny_prm)  # the scores are the PRM's own, one solution at a time
+    prompts = {r["id"]: r["prompt"] for r in read_jsonl(out / "samples.jsonl")}
     for row in read_jsonl(out / "scores.jsonl"):
         for s in row["samples"]:
-            assert len(s["scores"]) == len(s["steps"]) and all(0 <= x <= 1 for x in s["scores"])
+            expected = prm.score(question_of(prompts[row["id"]]), s["steps"]) if s["steps"] else []
+            assert s["scores"] == pytest.approx(expected, abs=1e-6)
+
+
+def test_a_policy_folder_as_the_prm_is_refused_before_any_sampling(arith_dir, tmp_path):
+    """It used to sample every problem first, then fail loading the PRM (issue #25): now the folder's config.json
+    says it is no PRM (models.prm_spec.check_prm_folder) before the backend is called."""
+    policy = tmp_path / "sft"
+    policy.mkdir()
+    (policy / "config.json").write_text(json.dumps({"architectures": ["Qwen2ForCausalLM"]}))
+    backend = FakeBackend()
+    with pytest.raises(BadInput, match=r"sft: not a PRM checkpoint \(Qwen2ForCausalLM and no prm_config.json"):
+        run("fake-policy", policy, arith_dir, tmp_path / "o", n=4, limit=5, backend=backend, progress=False)
+    assert backend.calls == [] and not (tmp_path / "o").exists()
+    (tmp_path / "notes.txt").write_text("mine")  # a file in the output path: refused before the sampling too
+    with pytest.raises(BadInput, match=r"notes.txt is a file, not a folder"):
+        run("fake-policy", "q", arith_dir, tmp_path / "notes.txt" / "o", backend=backend, scorer=OracleScorer())
+    assert backend.calls == []

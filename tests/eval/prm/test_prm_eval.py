@@ -187,6 +187,10 @@ def test_cli_with_a_real_tiny_prm(tiny_prm, tmp_path):
     assert "first-error F1" in r.output
     scores = read_jsonl(out / "scores.jsonl")
     assert [len(s["scores"]) for s in scores] == [3, 2, 2]
-    assert all(0.0 <= x <= 1.0 for s in scores for x in s["scores"])
+    from posttrainlab.prm import PRM
+
+    prm = PRM.from_pretrained(tiny_prm)  # the scores are the PRM's own, one solution at a time
+    for s in scores:
+        assert s["scores"] == pytest.approx(prm.score(s["question"], s["steps"]), abs=1e-6)
     m = json.loads((out / "metrics.json").read_text())
     assert m["steps"] == 7 and m["wrong_steps"] == 2 and m["calibration"]["n_bins"] == 10

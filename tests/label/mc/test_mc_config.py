@@ -124,8 +124,11 @@ def test_a_config_file_with_an_unknown_key_exits_2(capsys, tmp_path):
 
 def test_print_config_loads_and_writes_nothing(capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    got = printed(capsys, "--policy", "no-such-model", "--out", "o", "--n", "0")  # not checked: only printed
-    assert got["n"] == 0 and got["data"] is None and list(tmp_path.iterdir()) == []
+    got = printed(capsys, "--policy", "no-such-model", "--out", "o", "--n", "3")  # paths not checked: only printed
+    assert got["n"] == 3 and got["data"] is None and list(tmp_path.iterdir()) == []
+    # an impossible value is refused as the settings load, as the run would (tests/cli/test_print_config.py)
+    code, out, err = cli(capsys, "label", "mc", "--n", "0", "--print-config")
+    assert code == 2 and out == "" and "--n 0: need at least one continuation" in err
 
 
 @pytest.mark.parametrize("missing", ["--policy", "--data", "--out"])

@@ -91,9 +91,12 @@ def test_generate_annotate_convert_train_compare(tmp_path, arith_dir, capsys):
         cli(["eval", "prm", "--model", str(out), "--data", str(sharp / "test" / "step.jsonl"),
               "--out", str(tmp_path / f"eval-{kind}"), "--no-progress"])  # fmt: skip
         metrics[kind] = json.loads((tmp_path / f"eval-{kind}" / "metrics.json").read_text())
+    from posttrainlab.eval.step_metrics import step_auroc
+
     for kind, m in metrics.items():
         assert m["solutions"] == 64, kind
-        assert m["step"]["auroc"] is None or 0.0 <= m["step"]["auroc"] <= 1.0
+        scored = read_jsonl(tmp_path / f"eval-{kind}" / "scores.jsonl")  # the AUROC is the one its scores give
+        assert m["step"]["auroc"] == step_auroc([r["labels"] for r in scored], [r["scores"] for r in scored]), kind
     with capsys.disabled():
         print(
             "\nheld-out step AUROC: "

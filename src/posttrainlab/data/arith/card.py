@@ -2,14 +2,27 @@
 
 Its YAML header declares one configuration per record kind, ``eval`` the default, so that
 ``datasets.load_dataset(DIR, "eval", split="test")`` loads a local build like the Hub copy.
-The body restates the card's facts, with the numbers taken from the manifest of this build.
+The body restates the card's facts, with the numbers taken from the manifest of this build, and ends
+with the Provenance and Files sections every card of the lab has (``data.cards.render``, whose front
+matter this card uses too: ``dataset_info`` with each config's features read from the files).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from posttrainlab.data.arith.splits import SPLITS_BY_NAME
+from posttrainlab.data.cards.features import Type, merge, type_of
+from posttrainlab.data.cards.render import (
+    PROVENANCE_LABELS,
+    ConfigInfo,
+    SplitInfo,
+    files_table,
+    front_matter,
+    provenance_section,
+    size_category,
+)
 
 _BODY = """\
 # arith-v1 ({version})
@@ -66,39 +79,80 @@ Apache-2.0.
 """
 
 
-def _yaml_header(manifest: dict[str, Any]) -> str:
-    lines = ["---", "license: apache-2.0", "language:", "- en", "pretty_name: arith-v1", "configs:"]
-    by_config: dict[str, list[str]] = {}
-    for rel in manifest["files"]:
+def _configs(manifest: dict[str, Any], files: dict[str, bytes] | None) -> list[ConfigInfo]:
+    """One config per record kind (``eval`` the default), its splits in manifest order; column types from ``files``."""
+    by_config: dict[str, list[SplitInfo]] = {}
+    columns: dict[str, dict[str, Type]] = {}
+    for rel, entry in manifest["files"].items():
         config, name = rel.split("/", 1)
-        by_config.setdefault(config, []).append(name.removesuffix(".jsonl"))
-    for config, splits in by_config.items():
-        lines.append(f"- config_name: {config}")
-        if config == "eval":
-            lines.append("  default: true")
-        lines.append("  data_files:")
-        for split in splits:
-            lines += [f"  - split: {split}", f"    path: {config}/{split}.jsonl"]
-    lines.append("---")
-    return "\n".join(lines) + "\n\n"
+        data = (files or {}).get(rel)
+        by_config.setdefault(config, []).append(
+            SplitInfo(name.removesuffix(".jsonl"), rel, entry["records"], len(data) if data is not None else 0)
+        )
+        cols = columns.setdefault(config, {})
+        for line in (data or b"").splitlines():
+            for key, value in json.loads(line).items():
+                cols[key] = merge(cols.get(key, ("null",)), type_of(value))
+    return [ConfigInfo(c, tuple(s), columns[c], default=c == "eval") for c, s in by_config.items()]
 
 
-def render_card(manifest: dict[str, Any]) -> str:
-    """The README.md of a build, from its manifest."""
+def _yaml_header(manifest: dict[str, Any], files: dict[str, bytes] | None = None) -> str:
+    """The front matter (``data.cards.render.front_matter``); ``dataset_info`` only when the files are given."""
+    configs = _configs(manifest, files)
+    meta = {
+        "license": "apache-2.0",
+        "language": ["en"],
+        "pretty_name": "arith-v1",
+        "tags": ["posttrainlab", "math", "arithmetic", "synthetic"],
+        "task_categories": ["text-generation"],
+        "size_categories": [size_category(max(sum(s.rows for s in c.splits) for c in configs))],
+    }
+    return front_matter(meta, configs, dataset_info=files is not None) + "\n"
+
+
+def _provenance(manifest: dict[str, Any], files: dict[str, bytes] | None) -> str:
+    """Provenance and Files: the build's own record (no time or host, so the card stays byte-identical)."""
+    record = {
+        "kind": "arith-v1",
+        "policy": None,
+        "judge": None,
+        "grader": "arith (every preference pair graded during the build)",
+        "generator": manifest["generator"],
+        "seeds": {"build": manifest["seed"]},
+        "command": ["posttrain", "data", "prepare", "--version", manifest["version"]],
+    }
+    entries = {
+        rel: {"rows": e["records"], "bytes": len(files[rel]) if files and rel in files else None, "sha256": e["sha256"]}
+        for rel, e in manifest["files"].items()
+    }
+    return (
+        "\n"
+        + provenance_section(record, {**PROVENANCE_LABELS, "policy": "policy (no model wrote any text)"})
+        + "\n"
+        + files_table(entries)
+    )
+
+
+def render_card(manifest: dict[str, Any], files: dict[str, bytes] | None = None) -> str:
+    """The README.md of a build, from its manifest (and the bytes of its files, for the features and sizes)."""
     rows = "\n".join(
         f"| {name} | {info['config']} | {info['records']} | {info['since']} | {SPLITS_BY_NAME[name].use} |"
         for name, info in manifest["splits"].items()
     )
     mult = manifest["multiplication_space"]
     checks = manifest["contamination_checks"]
-    return _yaml_header(manifest) + _BODY.format(
-        version=manifest["version"],
-        generator=manifest["generator"],
-        seed=manifest["seed"],
-        rows=rows,
-        key=checks["problem_key"],
-        unintended=checks["unintended_overlaps"],
-        mult_size=mult["size"],
-        mult_drawn=mult["drawn"],
-        mult_unused=mult["unused"],
+    return (
+        _yaml_header(manifest, files)
+        + _BODY.format(
+            version=manifest["version"],
+            generator=manifest["generator"],
+            seed=manifest["seed"],
+            rows=rows,
+            key=checks["problem_key"],
+            unintended=checks["unintended_overlaps"],
+            mult_size=mult["size"],
+            mult_drawn=mult["drawn"],
+            mult_unused=mult["unused"],
+        )
+        + _provenance(manifest, files)
     )

@@ -33,7 +33,7 @@ EXPECTED_OUTCOME = {
 DELTAS = (1, -1, 2, -2, 10, -10)
 
 
-def _propagate(problem: Problem, k: int, left: int | None = None, right: int | None = None,
+def propagate(problem: Problem, k: int, left: int | None = None, right: int | None = None,
                result: int | None = None) -> list[Line] | None:  # fmt: skip
     """Re-run the program with step ``k`` changed; ``None`` if any value turns negative."""
     lines: list[Line] = []
@@ -89,14 +89,14 @@ def corrupt(problem: Problem, kind: str, rng: random.Random) -> str:
     if kind == "arithmetic_slip":
         for k, line in enumerate(correct):
             for d in DELTAS:
-                candidates.append(_propagate(problem, k, result=line.result + d))
+                candidates.append(propagate(problem, k, result=line.result + d))
     elif kind == "operand_error":
         for k, (_op, a, b) in enumerate(problem.program):
             # only operands read from the problem text can be misread; a carried result cannot
             if a != PREV:
-                candidates += [_propagate(problem, k, left=v) for v in misreadings(int(a))]
+                candidates += [propagate(problem, k, left=v) for v in misreadings(int(a))]
             if b != PREV:
-                candidates += [_propagate(problem, k, right=v) for v in misreadings(int(b))]
+                candidates += [propagate(problem, k, right=v) for v in misreadings(int(b))]
     else:
         raise ValueError(f"unknown corruption {kind!r}")
     options = [lines for lines in candidates if lines is not None and lines[-1].result != answer]

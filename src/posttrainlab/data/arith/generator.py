@@ -202,6 +202,6 @@ def build(version: str = LATEST, seed: int = SEED) -> Build:
         "multiplication_space": {"size": size, "drawn": drawn_mult, "unused": size - drawn_mult},
         "contamination_checks": checks,
     }
-    out.files["README.md"] = render_card(out.manifest).encode("utf-8")
+    out.files["README.md"] = render_card(out.manifest, out.files).encode("utf-8")
     out.files["manifest.json"] = manifest_text(out.manifest).encode("utf-8")
     return out

@@ -21,6 +21,11 @@ is always graded correct by the arith grader; the converse does not hold: a samp
 the right answer through wrong steps (``352 - 6 = 288`` ... ``Answer: 104``). Such rows keep their 0
 (the process is wrong) and are counted as ``right_answer_wrong_steps``; a row with no 0 that the grader
 does not grade correct would be a bug in the rules and is counted as ``grader_disagreements`` (0).
+Options (``prm_labels.ArithPRMOptions``, defaults as above): ``missing_answer: explicit`` appends a
+``(no answer)`` step labelled 0 instead of putting the 0 on a right last line; ``labels: every-step`` writes
+every line of each solution to the Math-Shepherd view (1 until the first error, 0 from it on, an answer line
+carrying the outcome), the step view still its first-error cut; ``SplitBuilder.add_near_misses`` adds
+near-miss hard negatives (``near_miss.py``).
 
 Splits (``SPLITS``), chosen so that the held-out split never shares a problem with train and neither
 touches arith-v1 ``test``, on which best-of-N is reported:
@@ -34,9 +39,10 @@ touches arith-v1 ``test``, on which best-of-N is reported:
 On disk (``write_dataset``): ``OUT/step/<split>.jsonl`` (``question, steps, step_labels`` then
 provenance ``id, category, source, sample_index, corruption, outcome, num_steps``),
 ``OUT/math_shepherd/<split>.jsonl`` (``prompt, completions, labels``; row i is row i of the step file),
-``OUT/stats.json`` and ``OUT/manifest.json`` (SHA-256 of every file, so ``posttrain data verify OUT``
-and every manifest-backed loader check them). ``question`` is the problem text (the prompt's last
-paragraph, without arith-v1's instruction), which is what a PRM is asked to score.
+``OUT/stats.json``, ``OUT/manifest.json`` (SHA-256 of every file, so ``posttrain data verify OUT``
+and every manifest-backed loader check them) and ``OUT/README.md``, the dataset card (``data.cards``).
+``question`` is the problem text (the prompt's last paragraph, without arith-v1's instruction), which is
+what a PRM is asked to score.
 
 Written by hand: arith-v1's templates and the step view's invariant are this project's own.
 """
@@ -47,13 +53,17 @@ import json
 import random
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from posttrainlab.data.arith.corrupt import CORRUPTIONS, corrupt
-from posttrainlab.data.arith.steps import parse_question, split_steps, step_labels
+from posttrainlab.data.arith.near_miss import near_misses
+from posttrainlab.data.arith.prm_labels import label_steps
+from posttrainlab.data.arith.steps import parse_question, split_steps
 from posttrainlab.data.atomic import check_output_folder, staging_dir
+from posttrainlab.data.cards.kinds import write_folder_card
+from posttrainlab.data.cards.render import CARD
 from posttrainlab.data.formats.math_shepherd import step_to_ms
 from posttrainlab.data.formats.step import check_step_row
 from posttrainlab.data.jsonl import dumps
@@ -89,14 +99,21 @@ class Labelled:
     labels: list[int]
     num_steps: int  # non-empty lines of the whole solution
     first_error: int  # index of the 0, or -1
+    # labels "every-step": (steps, labels) of every line (prm_labels), the Math-Shepherd view's row
+    every: tuple[list[str], list[int]] | None = field(default=None, repr=False, compare=False)
 
     @property
     def all_correct(self) -> bool:
         return self.first_error < 0
 
 
-def label_solution(question: str, solution: str) -> Labelled | None:
+def label_solution(
+    question: str, solution: str, *, labels: str = "first-error", missing_answer: str = "last-step"
+) -> Labelled | None:
     """Exact step labels of ``solution`` to the arith-v1 ``question``; ``None`` when it has no step.
+
+    ``labels`` / ``missing_answer``: ``prm_labels``' modes; the step view is always the first-error cut, and
+    ``every`` holds every line's labels under ``every-step``.
 
     ``ValueError`` when the question is not an arith-v1 question (no template matches).
 
@@ -111,9 +128,10 @@ def label_solution(question: str, solution: str) -> Labelled | None:
     steps = split_steps(solution)
     if not steps:
         return None
-    kept, labels = step_labels(problem, steps)
-    first = len(labels) - 1 if labels and labels[-1] == 0 else -1
-    return Labelled(kept, labels, len(steps), first)
+    every = label_steps(problem, steps, "every-step", missing_answer) if labels == "every-step" else None
+    kept, cut = label_steps(problem, steps, "first-error", missing_answer)
+    first = len(cut) - 1 if cut and cut[-1] == 0 else -1
+    return Labelled(kept, cut, len(steps), first, every)
 
 
 def step_row(
@@ -145,11 +163,16 @@ def step_row(
 
 
 class SplitBuilder:
-    """Collects the rows of one split and counts what was dropped or disagreed."""
+    """Collects the rows of one split and counts what was dropped or disagreed.
 
-    def __init__(self, name: str):
-        self.name = name
+    ``labels`` / ``missing_answer``: ``prm_labels``' modes; under ``every-step`` the Math-Shepherd view gets
+    every line of each solution (``every_rows``, with the step row's provenance), the step view its cut.
+    """
+
+    def __init__(self, name: str, labels: str = "first-error", missing_answer: str = "last-step"):
+        self.name, self.labels, self.missing_answer = name, labels, missing_answer
         self.rows: list[dict[str, Any]] = []
+        self.every_rows: list[dict[str, Any]] = []
         self.dropped_empty = 0
         self.right_answer_wrong_steps = 0
         self.grader_disagreements = 0
@@ -167,7 +190,7 @@ class SplitBuilder:
         """Label one solution to an arith-v1 record (``id, category, prompt, answer``); ``None`` if dropped."""
         question = question_of(record["prompt"])
         try:
-            labelled = label_solution(question, solution)
+            labelled = label_solution(question, solution, labels=self.labels, missing_answer=self.missing_answer)
         except ValueError as e:
             raise BadInput(f"{record.get('id', '?')}: {e}") from None
         if labelled is None:
@@ -189,7 +212,16 @@ class SplitBuilder:
             outcome=grade.outcome,
         )
         self.rows.append(row)
+        if labelled.every is not None:
+            steps, labels = labelled.every
+            extra = {k: v for k, v in row.items() if k not in ("question", "steps", "step_labels")}
+            self.every_rows.append({"prompt": question, "completions": steps, "labels": [x == 1 for x in labels],
+                                    **extra})  # fmt: skip
         return row
+
+    def ms_rows(self) -> Iterable[dict[str, Any]]:
+        """The Math-Shepherd view: every line (``every-step``), else the step view's rows converted (lossless)."""
+        return self.every_rows if self.labels == "every-step" else (step_to_ms(r) for r in self.rows)
 
     def add_policy(self, records: Sequence[dict], completions: Sequence[Sequence[str]]) -> None:
         """K sampled solutions per record, in sample order."""
@@ -221,6 +253,19 @@ class SplitBuilder:
             self.add(record, problem.solution, source="reference")
             rejected = corrupt(problem, kind, random.Random(f"{DATASET}:{seed}:{record['id']}"))
             self.add(record, rejected, source="corruption", corruption=kind)
+
+    def add_near_misses(self, records: Sequence[dict], seed: int, per_problem: int) -> None:
+        """Reference solution and ``per_problem`` near-miss negatives per record (``near_miss.near_misses``,
+        ``corruption`` = ``near_miss:<kind>``), drawn from ``random.Random("arith-prm:<seed>:<id>:near-miss")``."""
+        for record in records:
+            problem = parse_question(question_of(record["prompt"]))
+            if problem is None:
+                raise BadInput(f"{record.get('id', '?')}: not an arith-v1 question")
+            self.add(record, problem.solution, source="reference")
+            for kind, text in near_misses(
+                problem, per_problem, random.Random(f"{DATASET}:{seed}:{record['id']}:near-miss")
+            ):
+                self.add(record, text, source="corruption", corruption=f"near_miss:{kind}")
 
 
 def problem_keys(rows: Iterable[dict]) -> set:
@@ -272,6 +317,9 @@ def split_stats(builder: SplitBuilder) -> dict[str, Any]:
     out["dropped_empty"] = builder.dropped_empty
     out["right_answer_wrong_steps"] = builder.right_answer_wrong_steps
     out["grader_disagreements"] = builder.grader_disagreements
+    if builder.labels == "every-step":  # the Math-Shepherd view: every line labelled
+        labels = [x for r in builder.every_rows for x in r["labels"]]
+        out["every_step"] = {"steps": len(labels), "wrong_steps": labels.count(False)}
     return out
 
 
@@ -291,7 +339,7 @@ def check_target(out: str | Path) -> Path:
     out = Path(out)
     own: set[str] = set()
     if _is_arith_prm(out):
-        own = set(json.loads((out / MANIFEST).read_text(encoding="utf-8")).get("files", {})) | {MANIFEST}
+        own = set(json.loads((out / MANIFEST).read_text(encoding="utf-8")).get("files", {})) | {MANIFEST, CARD}
     return check_output_folder(out, own.__contains__, what="arith-prm build")
 
 
@@ -311,10 +359,7 @@ def write_dataset(out: str | Path, splits: dict[str, SplitBuilder], meta: dict[s
     files: dict[str, dict[str, Any]] = {}
     with staging_dir(out) as tmp:
         for name, builder in splits.items():
-            for sub, rows in (
-                (STEP_DIR, builder.rows),
-                (MS_DIR, (step_to_ms(r) for r in builder.rows)),
-            ):
+            for sub, rows in ((STEP_DIR, builder.rows), (MS_DIR, builder.ms_rows())):
                 rel = f"{sub}/{name}.jsonl"
                 path = tmp / rel
                 path.parent.mkdir(parents=True, exist_ok=True)
@@ -326,6 +371,7 @@ def write_dataset(out: str | Path, splits: dict[str, SplitBuilder], meta: dict[s
         files[STATS] = file_entry(tmp / STATS)
         manifest = {"dataset": DATASET, **meta, "files": files, "stats": stats}
         (tmp / MANIFEST).write_text(manifest_text(manifest), encoding="utf-8")
+        write_folder_card(tmp, DATASET)  # README.md: the dataset card, from these files and the manifest
     return manifest
 
 

@@ -38,7 +38,7 @@ from posttrainlab.label.mc.rows import (
 )
 from posttrainlab.label.mc.run import finalize, run_mc
 from posttrainlab.label.mc.search import FirstZeroSearch, simulate_binary
-from posttrainlab.label.mc.steps import STEP_SPLITS, exact_labels, prefix_text, split_trace
+from posttrainlab.label.mc.steps import exact_labels, prefix_text, split_trace
 from posttrainlab.label.mc.work import WORK, WorkDir, parse_shard, read_work
 
 __all__ = [
@@ -47,7 +47,6 @@ __all__ = [
     "PROMPT_TEMPLATE",
     "PROMPT_VERSION",
     "SEARCHES",
-    "STEP_SPLITS",
     "WORK",
     "Context",
     "FirstZeroSearch",

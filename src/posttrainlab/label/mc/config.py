@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from posttrainlab.data.step_split import MC_STEP_SPLITS, check_step_split
 from posttrainlab.errors import BadInput
-from posttrainlab.label.mc.steps import STEP_SPLITS
 
 SEARCHES = ("full", "binary")
 OUTPUT_FORMATS = ("parquet", "jsonl")
@@ -50,8 +50,7 @@ class MCConfig:
             raise BadInput(f"--samples-per-problem {self.samples_per_problem}: must be at least 1")
         if self.search not in SEARCHES:
             raise BadInput(f"--search {self.search!r}: choose one of {', '.join(SEARCHES)}")
-        if self.step_split not in STEP_SPLITS:
-            raise BadInput(f"--step-split {self.step_split!r}: choose one of {', '.join(STEP_SPLITS)}")
+        check_step_split(self.step_split, MC_STEP_SPLITS)
         from posttrainlab.generation.transformers_backend import check_sampling
 
         check_sampling(self.n, self.temperature, self.top_p, self.max_new_tokens)

@@ -1,7 +1,8 @@
 """The problems to label and their base traces, read from ``--data``.
 
-``--data`` holds problems (``prompt`` or ``question``, ``answer``, ``id``: arith-v1 splits, any JSON
-Lines/Parquet file) or step-level traces (rows with ``steps``: each row one base trace; rows with the
+``--data`` holds problems (a question, ``answer``, ``id``: arith-v1 splits, any JSON Lines/Parquet file; the
+question is ``data.problems.row_question``'s: the first of ``question``, ``problem``, ``prompt`` holding text, a chat
+giving its last user message) or step-level traces (rows with ``steps``: each row one base trace; rows with the
 same ``id``, or the same question when there is no ``id``, are one problem; an arith-v1 question needs
 no ``answer``, it is read from the question). For problems, the base traces are the policy's own
 samples (``rollouts``). Where the rows are is ``data.loading.row_source``'s answer (the one data-path
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from posttrainlab.data.problems import QUESTION_FIELDS, row_question
 from posttrainlab.errors import BadInput
 
 #: The split of a dataset folder labelled when none is named (arith-v1's RL prompts).
@@ -39,18 +41,6 @@ class MCProblem:
         """A hash of what labelling reads, so a resumed run notices a changed data file."""
         blob = json.dumps([self.prompt, str(self.answer), self.traces], ensure_ascii=False, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-
-def _question_text(row: dict[str, Any]) -> str | None:
-    for key in ("prompt", "question", "problem"):
-        value = row.get(key)
-        if isinstance(value, str) and value.strip():
-            return value
-        if key == "prompt" and isinstance(value, list) and value:
-            users = [m.get("content") for m in value if isinstance(m, dict) and m.get("role") == "user"]
-            if users and isinstance(users[-1], str):
-                return users[-1]
-    return None
 
 
 def _prompt_of(row: dict[str, Any], question: str) -> list[dict[str, str]]:
@@ -100,9 +90,9 @@ def load_problems(
     kind = None
     for index, row in enumerate(rows):
         line = f"{where}: row {index}"
-        question = _question_text(row)
+        question = row_question(row)
         if question is None:
-            raise BadInput(f"{line}: no prompt, question or problem text")
+            raise BadInput(f"{line}: no question text in any of the fields {', '.join(QUESTION_FIELDS)}")
         has_steps = "steps" in row
         if kind is None:
             kind = "traces" if has_steps else "problems"

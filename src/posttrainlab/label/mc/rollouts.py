@@ -22,12 +22,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from posttrainlab.data.step_split import STEP_SPLITS
 from posttrainlab.generation.shared_prefix import PrefixRequest, derive_seed, sample_continuations
 from posttrainlab.grading import Grade
 from posttrainlab.label.mc.config import MCConfig
 from posttrainlab.label.mc.problems import MCProblem
 from posttrainlab.label.mc.search import FirstZeroSearch
-from posttrainlab.label.mc.steps import STEP_SPLITS, exact_first_error, prefix_text, split_trace
+from posttrainlab.label.mc.steps import exact_first_error, prefix_text, split_trace
 
 
 class Verdict(NamedTuple):

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from posttrainlab.data.formats.mc_value import STATS_BUCKETS, VALUE_SOURCE
-from posttrainlab.label.mc.steps import STEP_SPLITS
+from posttrainlab.data.step_split import STEP_SPLITS
 
 if TYPE_CHECKING:
     from posttrainlab.label.mc.problems import MCProblem

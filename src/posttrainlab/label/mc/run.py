@@ -8,8 +8,9 @@ finished problem.
 
 **Outputs.** ``train.{parquet,jsonl}`` and ``val.{parquet,jsonl}`` (``val_problems`` problems held out
 by id), in the card's schema; ``value_table.md``; value-filtered variants under ``band-LO-HI/`` (rows
-with LO <= V <= HI) and ``mid-LO-HI/`` (problems whose solve rate is in [LO, HI]); ``summary.json``
-last. Written by hand: this is the card's pipeline, in the order that makes resuming exact.
+with LO <= V <= HI) and ``mid-LO-HI/`` (problems whose solve rate is in [LO, HI]); ``summary.json``,
+then the dataset card ``README.md`` (``data.cards``). Written by hand: this is the card's pipeline, in
+the order that makes resuming exact.
 """
 
 from __future__ import annotations
@@ -184,6 +185,9 @@ def finalize(
         "finished": True,
     }
     write_text(out / "summary.json", json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
+    from posttrainlab.data.cards.kinds import write_folder_card
+
+    write_folder_card(out, "mc-values")  # README.md, the dataset card (settings from summary.json)
     return summary
 
 

@@ -23,15 +23,9 @@ from collections.abc import Sequence
 
 from posttrainlab.data.arith.problems import OPERATIONS
 from posttrainlab.data.arith.steps import CALC_LINE
+from posttrainlab.data.problems import prompt_text
 from posttrainlab.generation import Prompt, truncate_at_stop
 from posttrainlab.generation.shared_prefix import PrefixRequest, derive_seed
-
-
-def _question(prompt: Prompt) -> str:
-    if isinstance(prompt, str):
-        return prompt
-    users = [m["content"] for m in prompt if m.get("role") == "user"]
-    return users[-1] if users else ""
 
 
 class ScriptedArithPolicy:
@@ -48,7 +42,7 @@ class ScriptedArithPolicy:
         from posttrainlab.data.arith.problems import PREV
         from posttrainlab.data.arith.steps import parse_question, split_steps
 
-        problem = parse_question(_question(prompt))
+        problem = parse_question(prompt_text(prompt) or "")
         if problem is None:
             return "Answer: 0"
         done = split_steps(prefix)

@@ -1,12 +1,12 @@
 """Steps and prefixes of a trace, and their exact labels on arith-v1.
 
-A trace is split into steps (``lines``: its non-empty lines, arith-v1's ``split_steps``; ``paragraphs``:
-blocks between blank lines). Row ``step_idx = i`` (0-based, ``num_steps`` = number of steps) is the
-prefix of steps ``0..i``; its exact label on arith-v1 is 1 iff ``first_error == -1 or i < first_error``
-(``data.arith.steps``). The policy continues a prefix from the prompt (chat template, assistant turn
-opened) followed by the prefix steps joined by the step separator with one separator after the last,
-and the graded response is prefix + continuation. Written by hand: these are the card's conventions,
-which no library fixes for us.
+A trace is split into steps by ``data.step_split``'s rules (``MC_STEP_SPLITS``: ``lines``, its non-empty lines,
+arith-v1's ``split_steps``; ``paragraphs``, blocks between blank lines). Row ``step_idx = i`` (0-based,
+``num_steps`` = number of steps) is the prefix of steps ``0..i``; its exact label on arith-v1 is 1 iff
+``first_error == -1 or i < first_error`` (``data.arith.steps``). The policy continues a prefix from the prompt
+(chat template, assistant turn opened) followed by the prefix steps joined by the step separator with one
+separator after the last, and the graded response is prefix + continuation. Written by hand: these are the
+card's conventions, which no library fixes for us.
 """
 
 from __future__ import annotations
@@ -14,11 +14,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from posttrainlab.data.step_split import STEP_SPLITS, cut_steps
+
 if TYPE_CHECKING:
     from posttrainlab.label.mc.problems import MCProblem
-
-#: The step separator of each way to split a trace (``MCConfig.step_split``).
-STEP_SPLITS = {"lines": "\n", "paragraphs": "\n\n"}
 
 
 def split_trace(text: str, how: str = "lines") -> list[str]:
@@ -27,11 +26,7 @@ def split_trace(text: str, how: str = "lines") -> list[str]:
     >>> split_trace("12 + 3 = 15\\n\\nAnswer: 15\\n"), split_trace("a\\nb\\n\\nc", "paragraphs")
     (['12 + 3 = 15', 'Answer: 15'], ['a\\nb', 'c'])
     """
-    if how == "lines":
-        from posttrainlab.data.arith.steps import split_steps
-
-        return split_steps(text)
-    return [block.strip() for block in text.split("\n\n") if block.strip()]
+    return cut_steps(text, how)[0]
 
 
 def prefix_text(steps: Sequence[str], step_idx: int, how: str = "lines") -> str:
@@ -63,4 +58,4 @@ def exact_labels(first_error: int, num_steps: int) -> list[int]:
     return [1 if first_error == -1 or i < first_error else 0 for i in range(num_steps)]
 
 
-__all__ = ["STEP_SPLITS", "exact_first_error", "exact_labels", "prefix_text", "split_trace"]
+__all__ = ["exact_first_error", "exact_labels", "prefix_text", "split_trace"]

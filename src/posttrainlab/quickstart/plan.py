@@ -1,0 +1,281 @@
+"""The quickstart's stage table (``STAGES``): each stage's name, when it runs, what says it is done, what it
+depends on, and the function that runs it. ``run.run_quickstart`` walks this table and nothing else, so the plan
+the counter shows ("stage 3/16") is the plan that runs; adding a stage is one row.
+
+A row is a function of the run (``Run``: the config, the ``RunLayout`` and the base once known) returning the
+stages it adds: none (switched off), one, or several (one per method and seed). Each ``Stage`` says:
+
+- ``marker``: the file its writer leaves last (``run_layout``'s names), or ``is_done`` where the output lives
+  outside the run folder (the cached tiny base);
+- ``settings``: everything its output depends on, as plain data with run-folder paths written ``OUT/…``, so a
+  copied run folder keeps matching; ``after``: the stages whose outputs it reads. ``quickstart.record`` hashes both
+  and reuses a finished stage only when the hash matches (docs/design.md "Reliability conventions").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from posttrainlab.quickstart.config import QuickstartConfig, method_recipe, seed_name
+from posttrainlab.run_layout import BEAM, BON, MANIFEST, METRICS, PRM_CONFIG, TRAIN_SUMMARY, RunLayout
+
+
+@dataclass
+class Run:
+    """What the stages share: the config (its paths placed in ``layout``), the layout, and the base."""
+
+    cfg: QuickstartConfig
+    layout: RunLayout
+    base: Path | None = None  # the model the run starts from, once pretrain or import has run
+    state: dict[str, Any] = field(default_factory=dict)  # what run.json records besides stage times
+
+
+@dataclass
+class Stage:
+    name: str
+    run: Callable[[], None]
+    settings: Any  # a dataclass or plain data: what the output depends on
+    marker: Path | None = None  # done when this file exists
+    is_done: Callable[[], bool] | None = None  # … or when this says so (outputs outside the run folder)
+    after: tuple[str, ...] = ()  # stages whose outputs it reads
+    folder: Path | None = None  # the folder it writes in the run folder (checked before anything runs)
+    models: tuple[Path, ...] = ()  # model folders it produces (their weights' SHA-256 go to run.json)
+
+    def done(self) -> bool:
+        if self.is_done is not None:
+            return self.is_done()
+        return self.marker is not None and self.marker.is_file()
+
+
+def _prepare(r: Run) -> list[Stage]:
+    from posttrainlab.data.arith.release import LATEST, prepare
+
+    data = r.layout.data
+    return [Stage("prepare", lambda: prepare(data), {"arith": LATEST}, marker=data / MANIFEST, folder=data)]
+
+
+def _pretrain(r: Run) -> list[Stage]:
+    if r.cfg.base_model is not None:
+        return []
+    from posttrainlab.train.pretrain import base_cache_path, is_cached, pretrain
+
+    base, cfg = base_cache_path(r.cfg.base), r.cfg.base
+    return [Stage("pretrain", lambda: pretrain(cfg, base), cfg, is_done=lambda: is_cached(base, cfg))]
+
+
+def _import(r: Run) -> list[Stage]:
+    from posttrainlab.models.gguf_import import is_import_source
+
+    source = r.cfg.base_model
+    if source is None or not is_import_source(source):
+        return []  # a model folder is used as it is: no stage
+
+    def go() -> None:
+        from posttrainlab.models.gguf_import import import_model
+
+        r.base = import_model(source)[0]  # cached by the GGUF's hash: a second run only looks it up
+
+    return [Stage("import", go, {"base_model": source})]
+
+
+def base_stage(cfg: QuickstartConfig) -> tuple[str, ...]:
+    """The stage that makes the base (none when ``base_model`` is a folder used as it is)."""
+    from posttrainlab.models.gguf_import import is_import_source
+
+    if cfg.base_model is None:
+        return ("pretrain",)
+    return ("import",) if is_import_source(cfg.base_model) else ()
+
+
+def _eval(r: Run, name: str, after: tuple[str, ...]) -> Stage:
+    from posttrainlab.eval.policy import evaluate_policy
+
+    e, target, model = r.cfg.eval, r.layout.eval_dir(name), r.layout.model(name)
+    ref = r.layout.model("sft") if name.startswith("dpo") else None
+    if name == "base":
+        model = r.layout.base
+
+    def go() -> None:
+        evaluate_policy(
+            str(model),
+            str(r.layout.data),
+            target,
+            split=e.split,
+            limit=e.limit,
+            batch_size=e.batch_size,
+            max_new_tokens=e.max_new_tokens,
+            preference_split=e.preference_split,
+            ref_model=str(ref) if ref else None,
+            beta=r.cfg.dpo.beta,
+            n_samples=max(1, e.samples),
+            sample_temperature=e.sample_temperature,
+        )
+
+    settings = {"eval": asdict(e), "beta": r.cfg.dpo.beta if ref else None}
+    return Stage(f"eval-{name}", go, settings, marker=target / METRICS, after=after, folder=target)
+
+
+def _eval_base(r: Run) -> list[Stage]:
+    return [_eval(r, "base", ("prepare", *base_stage(r.cfg)))] if r.cfg.eval.eval_base else []
+
+
+def _methods(r: Run) -> list[Stage]:
+    """SFT then each method, each trained and evaluated once per seed; every method starts from ``OUT/sft``
+    (sft-continued also reads the run whose step count it matches, ``continued_steps_from``)."""
+    from posttrainlab.train.continued import train_continued
+    from posttrainlab.train.dpo import train_dpo
+    from posttrainlab.train.grpo import train_grpo
+    from posttrainlab.train.rft import train_rft
+    from posttrainlab.train.sft import train_sft
+
+    trainers = {"sft": train_sft, "dpo": train_dpo, "dpo-policy": train_dpo, "grpo": train_grpo, "rft": train_rft,
+                "sft-continued": train_continued}  # fmt: skip
+    stages = []
+    for method in ("sft", *r.cfg.methods):
+        for k in range(r.cfg.seeds):
+            after = ("prepare", *base_stage(r.cfg)) if method == "sft" else ("prepare", "sft")
+            if method == "sft-continued" and r.cfg.continued_steps_from is not None:
+                after = tuple(dict.fromkeys((*after, seed_name(r.cfg.continued_steps_from, k))))
+            name, recipe = seed_name(method, k), method_recipe(r.cfg, method, k)
+            folder = r.layout.model(name)
+            # where the base lives (a cache, an import) is not a setting: the base's own stage says what it is
+            settings = replace(recipe, model="BASE") if method == "sft" and base_stage(r.cfg) else recipe
+            stages.append(
+                Stage(
+                    name,
+                    lambda t=trainers[method], rc=recipe: t(rc),
+                    settings,
+                    marker=folder / TRAIN_SUMMARY,
+                    after=after,
+                    folder=folder,
+                    models=(folder,),
+                )
+            )
+            stages.append(_eval(r, name, ("prepare", name, *(("sft",) if method.startswith("dpo") else ()))))
+    return stages
+
+
+def _process(r: Run) -> list[Stage]:
+    """arith-prm from the SFT policy → step PRM (from the SFT model) → PRM eval (held out) → best-of-N (test) →
+    beam search on the same problems at about best-of-N's token budget (B x M = N)."""
+    p, L = r.cfg.process, r.layout
+    if not p.enabled:
+        return []
+    from posttrainlab.eval import beam_search, best_of_n, prm_eval
+    from posttrainlab.label.arith_prm import build
+    from posttrainlab.train.prm import train_prm
+
+    policy = L.model("sft")
+    labelled = {k: getattr(p, k) for k in ("k", "limit", "temperature", "references", "reference_limit")}
+    if p.labelling != type(p.labelling)():  # only when set, so runs recorded before the option stay current
+        labelled["labelling"] = p.labelling
+    stages = [
+        Stage(
+            "arith-prm",
+            lambda: build(
+                policy,
+                L.data,
+                L.arith_prm,
+                k=p.k,
+                limit=p.limit,
+                temperature=p.temperature,
+                reference_splits=p.references,
+                reference_limit=p.reference_limit,
+                options=p.labelling,
+            ),
+            labelled,
+            marker=L.arith_prm / MANIFEST,
+            after=("prepare", "sft"),
+            folder=L.arith_prm,
+        ),
+        Stage(
+            "prm",
+            lambda: train_prm(p.prm),
+            p.prm,
+            marker=L.prm / PRM_CONFIG,
+            after=("sft", "arith-prm"),
+            folder=L.prm,
+            models=(L.prm,),
+        ),
+        Stage(
+            "eval-prm",
+            lambda: prm_eval.run(L.prm, L.prm_heldout, L.prm_eval),
+            {},
+            marker=L.prm_eval / METRICS,
+            after=("arith-prm", "prm"),
+            folder=L.prm_eval,
+        ),
+        Stage(
+            "best-of-n",
+            lambda: best_of_n.run(
+                policy, L.prm, L.data, L.best_of_n, n=p.bon_n, limit=p.bon_limit, temperature=p.bon_temperature
+            ),
+            {"n": p.bon_n, "limit": p.bon_limit, "temperature": p.bon_temperature},
+            marker=L.best_of_n / BON,
+            after=("prepare", "sft", "prm"),
+            folder=L.best_of_n,
+        ),
+    ]
+    if p.beam.enabled:
+        b = p.beam
+        stages.append(
+            Stage(
+                "beam-search",
+                lambda: beam_search.run(
+                    policy,
+                    L.prm,
+                    L.data,
+                    L.beam_search,
+                    beams=b.beams,
+                    proposals=b.proposals,
+                    max_steps=b.max_steps,
+                    temperature=b.temperature,
+                    aggregation=b.aggregation,
+                    limit=p.bon_limit,
+                    best_of_n=L.best_of_n,
+                ),
+                {"beam": asdict(b), "limit": p.bon_limit},
+                marker=L.beam_search / BEAM,
+                after=("prepare", "sft", "prm", "best-of-n"),
+                folder=L.beam_search,
+            )
+        )
+    return stages
+
+
+def _report(r: Run) -> list[Stage]:
+    from posttrainlab.report.build import build_report
+
+    return [Stage("report", lambda: build_report(r.layout.root), None)]  # always rebuilt from what is there
+
+
+#: the quickstart, in order: each row adds the stages it runs for a run's config (none, one, or one per seed)
+STAGES: tuple[Callable[[Run], list[Stage]], ...] = (
+    _prepare,
+    _pretrain,
+    _import,
+    _eval_base,
+    _methods,
+    _process,
+    _report,
+)
+
+
+def plan(r: Run) -> list[Stage]:
+    """Every stage ``run_quickstart`` runs for ``r``, in order (``STAGES``)."""
+    return [stage for row in STAGES for stage in row(r)]
+
+
+def planned_stages(cfg: QuickstartConfig, out: str | Path = "OUT") -> list[str]:
+    """The names of the stages ``run_quickstart`` runs for ``cfg``, in order."""
+    from copy import deepcopy
+
+    from posttrainlab.quickstart.config import place
+
+    cfg = deepcopy(cfg)
+    layout = RunLayout(Path(out))
+    place(cfg, layout)
+    return [s.name for s in plan(Run(cfg, layout))]

@@ -5,7 +5,7 @@ write up to 8,000 tokens. The card's script sends 32 requests at a time for that
 that batches concurrent requests (vLLM, ``posttrain serve``) answers them in about the time of one.
 This benchmark stands in for such a server with a loopback OpenAI-compatible endpoint that answers
 every request after a fixed delay (``--latency-ms``, default 50), whatever the number in flight, and
-runs the real harness (``posttrainlab.eval.judge.run_judge`` with the ``openai`` client) over the same
+runs the real harness (``posttrainlab.runners.judge.run_judge`` with the ``openai`` client) over the same
 64 synthetic Math-Shepherd rows with 1 thread, then with 32, each into a fresh output folder. Both runs
 must give the same metrics. Records/s counts judged rows over the judging time (data loading and
 metric writing included); the ratio is printed last.
@@ -29,7 +29,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from posttrainlab.eval.judge import JudgeConfig, run_judge
+from posttrainlab.runners.judge import run_judge
+from posttrainlab.runners.settings import JudgeSettings
 
 
 def make_rows(n: int, seed: int = 0) -> list[dict]:
@@ -105,7 +106,7 @@ def main() -> None:
         data.write_text("".join(json.dumps(r) + "\n" for r in make_rows(args.rows)), encoding="utf-8")
         results = {}
         for threads in (1, args.threads):
-            cfg = JudgeConfig(
+            cfg = JudgeSettings(
                 data_file=str(data), model_name="bench", model_url=url, num_threads=threads,
                 output_dir=Path(tmp) / f"threads-{threads}",
             )  # fmt: skip

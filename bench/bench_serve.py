@@ -32,7 +32,8 @@ from pathlib import Path
 
 from bench_judge import make_rows
 
-from posttrainlab.eval.judge import JudgeConfig, run_judge
+from posttrainlab.runners.judge import run_judge
+from posttrainlab.runners.settings import JudgeSettings
 from posttrainlab.serve.app import ServerThread, create_app
 
 
@@ -60,7 +61,7 @@ def bench_judge_harness(rows: int, latency_ms: float, threads: int) -> float:
         for n_threads in (1, threads):
             batcher = app.state.batcher
             calls_before = batcher.calls
-            cfg = JudgeConfig(
+            cfg = JudgeSettings(
                 data_file=str(data), model_name="bench-judge", model_url=server.url, num_threads=n_threads,
                 output_dir=Path(tmp) / f"threads-{n_threads}",
             )  # fmt: skip

@@ -1,5 +1,6 @@
 """Shared pytest setup: make test helpers in ``tests/`` (e.g. ``fakehub``, ``tiny_models``) importable,
-and the session fixtures several test folders use (an arith-v1 build, a tiny untrained model).
+and the session fixtures several test folders use (an arith-v1 build, a tiny untrained model, a tiny policy and an
+untrained PRM on it). ``prm_eval_fakes`` holds the fakes with known outputs the PRM tests share.
 
 ``tests/`` has no ``__init__.py``; pytest puts each test file's own folder on ``sys.path``, not
 ``tests/`` itself, so ``tests/data/test_hub.py`` could not ``import fakehub`` without this.
@@ -34,6 +35,38 @@ def tiny_model(tmp_path_factory) -> Path:
     from tiny_models import SMALL
 
     return init_model(SMALL, tmp_path_factory.mktemp("models") / "tiny")
+
+
+@pytest.fixture(scope="session")
+def one_thread():
+    """One torch thread: the models are tiny and the machine is shared (see tests/runners/test_policy_eval.py)."""
+    from tiny_models import one_torch_thread
+
+    with one_torch_thread():
+        yield
+
+
+@pytest.fixture(scope="session")
+def tiny_policy(tmp_path_factory, one_thread) -> Path:
+    """A tiny untrained policy (``tiny_models.SMALL``), for the PRM runs, arith-prm and the baseline verifier."""
+    from posttrainlab.models.tiny import init_model
+    from tiny_models import SMALL
+
+    return init_model(SMALL, tmp_path_factory.mktemp("models") / "policy")
+
+
+@pytest.fixture(scope="session")
+def tiny_prm(tmp_path_factory, tiny_policy) -> Path:
+    """An untrained token-classification PRM on the tiny policy, saved as ``posttrain train prm`` saves one."""
+    from posttrainlab.prm.loading import load_for_training
+    from posttrainlab.prm.spec import write_spec
+
+    out = tmp_path_factory.mktemp("models") / "prm"
+    model, tokenizer, spec = load_for_training(tiny_policy, head="token-cls")
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    write_spec(spec, out)
+    return out
 
 
 def pytest_collection_modifyitems(config, items):

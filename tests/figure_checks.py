@@ -1,6 +1,6 @@
 """What makes a figure one you would share, as checks on a PNG and on a drawn matplotlib Figure (issue #17).
 
-Used by tests/report/test_plots.py and tests/eval/prm/test_prm_plots.py (importable from any test folder:
+Used by tests/report/test_plots.py and tests/runners/test_prm_plots.py (importable from any test folder:
 tests/conftest.py puts ``tests/`` on ``sys.path``). They read what a reader gets: the PNG's own header
 (size in pixels, the pHYs resolution) and the text objects of the drawn figure with their sizes and boxes.
 """

@@ -9,7 +9,7 @@ file was renamed or the function folded into another sends a reader nowhere. Che
   path holding ``{`` or ``<`` (an f-string, ``<config>``) is a pattern, not checked. ``::test`` and ``#anchor``
   tails are dropped.
 - **Names**: every name in backticks (``…`` in docstrings, `…` in Markdown) that starts with ``posttrainlab.`` or
-  with one of the package's top-level modules (``data.loading``, ``models.prm.format_solution``) names a module,
+  with one of the package's top-level modules (``data.loading``, ``prm.format.format_solution``) names a module,
   and what follows the module a name it defines (a function, class, constant or import), and what follows a class
   one of its attributes (its own or a base class's in the same module). Read with ``ast``, nothing is imported. A
   name followed by ``[`` or ``=`` is a key path (``label.steps[]``, ``eval.limit=100``), not a citation.
@@ -37,7 +37,7 @@ NOT_NAMES = {
 }
 #: paths of other repositories that a citation names as theirs
 EXTERNAL_PATHS = {
-    "src/sal/search/beam_search.py": "huggingface/search-and-learn's beam search (eval/beam.py, docs/prm-eval.md)",
+    "src/sal/search/beam_search.py": "search-and-learn's beam search (runners/beam_algorithm.py, docs/prm-eval.md)",
 }
 
 PATH = re.compile(r"(?<![\w/.~-])(?:src|tests|docs|configs|bench)/[\w./*{}<>-]*[\w*}>/]")
@@ -169,8 +169,8 @@ def test_the_checker_finds_what_is_missing():
     assert name_exists("eval.counts.Confusion.precision") and name_exists("posttrainlab.prm.PRM")
     assert not name_exists("models.prm.two_class_logits") and not name_exists("eval.nothing_here")
     assert not name_exists("eval.counts.Confusion.nothing")
-    text = "see ``models.prm.format_solution`` and `label.steps[]`, `eval.limit=100`, ``train.jsonl``, ``x.y``"
-    assert cited_names(text) == {"models.prm.format_solution"}
+    text = "see ``prm.format.format_solution`` and `label.steps[]`, `eval.limit=100`, ``train.jsonl``, ``x.y``"
+    assert cited_names(text) == {"prm.format.format_solution"}
     text = "tests/prm/test_losses.py, (docs/design.md), runs/configs/x and configs/quickstart/NAME.yaml."
     assert cited_paths(text) == {"tests/prm/test_losses.py", "docs/design.md", "configs/quickstart/NAME.yaml"}
     assert not path_exists("tests/prm/test_losses.py") and path_exists("configs/quickstart/NAME.yaml")

@@ -16,6 +16,7 @@ import pytest
 
 from posttrainlab import provenance as prov
 from posttrainlab.provenance import provenance, source_commit
+from posttrainlab.runners.settings import BestOfNSettings, PolicyEvalSettings
 
 KEYS = {"commit", "dirty", "versions", "device", "cuda", "threads", "argv", "seeds", "host", "time"}
 ROOT = Path(__file__).resolve().parents[1]
@@ -119,10 +120,12 @@ def problems(tmp_path) -> Path:
 
 
 def test_eval_policy_metrics_carry_it(problems, tmp_path, monkeypatch):
-    from posttrainlab.eval.policy import evaluate_policy
+    from posttrainlab.runners.policy import evaluate_policy
 
     monkeypatch.setattr(sys, "argv", ["posttrain", "eval", "policy"])
-    metrics = evaluate_policy("m", str(problems), tmp_path / "e", backend=Echo(), preference_split=None, seed=3)
+    metrics = evaluate_policy(
+        "m", str(problems), tmp_path / "e", PolicyEvalSettings(preference_split=None, seed=3), backend=Echo()
+    )
     on_disk = json.loads((tmp_path / "e" / "metrics.json").read_text())
     assert on_disk == metrics and set(on_disk["provenance"]) == KEYS
     assert on_disk["provenance"]["seeds"] == {"generation": 3}
@@ -130,10 +133,18 @@ def test_eval_policy_metrics_carry_it(problems, tmp_path, monkeypatch):
 
 
 def test_best_of_n_and_prm_eval_carry_it(problems, tmp_path):
-    from posttrainlab.eval import best_of_n, prm_eval
+    from posttrainlab.runners import best_of_n, prm_eval
 
-    best_of_n.run("p", "prm", str(problems), tmp_path / "bon", n=2, seed=5, backend=Echo(), scorer=Half(),
-                  progress=False)  # fmt: skip
+    best_of_n.run(
+        "p",
+        "prm",
+        str(problems),
+        tmp_path / "bon",
+        BestOfNSettings(n=2, seed=5),
+        backend=Echo(),
+        scorer=Half(),
+        progress=False,
+    )
     bon = json.loads((tmp_path / "bon" / "bon.json").read_text())
     assert set(bon["provenance"]) == KEYS and bon["provenance"]["seeds"] == {"sampling": 5}
     steps = tmp_path / "steps.jsonl"

@@ -243,6 +243,8 @@ SILENCED: tuple[tuple[str, str], ...] = (
     ("transformers.modeling_utils", "The new embeddings will be initialized from a multivariate normal"),
     ("transformers.trainer_utils", "mtime may not be reliable on this filesystem"),
     ("transformers.trainer", "There were missing keys in the checkpoint model loaded: ['lm_head.weight']."),
+    # DeepSpeed (installed for ZeRO-3 runs) is imported by accelerate inside every Trainer and says it found no GPU
+    ("DeepSpeed", "Setting accelerator to CPU"),
 )
 _verbose = [False]  # the last choice quiet_libraries was given
 

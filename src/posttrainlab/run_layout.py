@@ -32,7 +32,7 @@ STAGES_JSON = "stages.json"
 STAGE_LOG = "quickstart.log"
 #: the marker each writer leaves last, so its presence means the output is complete
 TRAIN_SUMMARY = "train_summary.json"  # posttrain train … (train.common)
-PRM_CONFIG = "prm_config.json"  # posttrain train prm (models.prm_spec)
+PRM_CONFIG = "prm_config.json"  # posttrain train prm (prm.spec)
 MANIFEST = "manifest.json"  # data prepare, data arith-prm (data.manifest)
 METRICS = "metrics.json"  # eval policy, eval prm
 SAMPLES = "samples.jsonl"  # eval policy, best-of-N

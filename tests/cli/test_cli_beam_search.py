@@ -18,8 +18,8 @@ POSTTRAIN = [sys.executable, "-m", "posttrainlab"]
 @pytest.fixture(scope="module")
 def tiny_prm(tmp_path_factory, tiny_model) -> Path:
     """An untrained token-classification PRM on the tiny model, saved as ``posttrain train prm`` saves one."""
-    from posttrainlab.models.prm import load_for_training
-    from posttrainlab.models.prm_spec import write_spec
+    from posttrainlab.prm.loading import load_for_training
+    from posttrainlab.prm.spec import write_spec
     from tiny_models import one_torch_thread
 
     out = tmp_path_factory.mktemp("models") / "prm"

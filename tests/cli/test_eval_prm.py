@@ -57,7 +57,7 @@ def test_bad_choices_and_paths_before_torch(tmp_path, args, fragment):
 @pytest.mark.parametrize("verb", ["prm", "best-of-n"])
 def test_a_policy_folder_given_as_the_prm_is_refused_before_torch(tmp_path, verb):
     """best-of-n used to sample every problem, then refuse the PRM; now its config.json (no prm_config.json, a causal
-    LM) is read first (models.prm_spec.check_prm_folder): one line, exit 2, no torch, nothing written."""
+    LM) is read first (prm.spec.check_prm_folder): one line, exit 2, no torch, nothing written."""
     policy = tmp_path / "sft"
     policy.mkdir()
     (policy / "config.json").write_text('{"architectures": ["Qwen2ForCausalLM"]}')

@@ -9,8 +9,8 @@ import pytest
 
 from posttrainlab import errors
 from posttrainlab.data.pool import run_pool
-from posttrainlab.eval import judge_client
 from posttrainlab.generation import endpoint, openai_backend
+from posttrainlab.runners import judge_client
 
 RUN = Path("out/run.jsonl")
 

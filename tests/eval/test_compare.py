@@ -22,16 +22,14 @@ import pytest
 from posttrainlab.errors import BadInput
 from posttrainlab.eval.best_of_n import Candidates, selections
 from posttrainlab.eval.compare import (
-    best_of_n_outcomes,
-    comparison,
     describe,
     mcnemar_exact,
     pair_stats,
     paired,
     paired_difference_ci,
-    read_outcomes,
     verdict,
 )
+from posttrainlab.runners.compare import best_of_n_outcomes, comparison, read_outcomes
 
 Z = 1.959963984540054
 

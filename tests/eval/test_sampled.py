@@ -11,7 +11,6 @@ import pytest
 
 from cli_capture import cli
 from posttrainlab.errors import BadInput
-from posttrainlab.eval.policy import evaluate_policy
 from posttrainlab.eval.sampled import (
     add_votes,
     incomplete_beta,
@@ -20,8 +19,11 @@ from posttrainlab.eval.sampled import (
     t_quantile,
     t_two_sided_p,
 )
-from posttrainlab.eval.sampled_compare import paired_means, paired_sampled, read_sampled, sampled_comparison
+from posttrainlab.eval.sampled_compare import paired_means, paired_sampled
 from posttrainlab.grading.arith import ArithGrader
+from posttrainlab.runners.compare import read_sampled, sampled_comparison
+from posttrainlab.runners.policy import evaluate_policy
+from posttrainlab.runners.settings import PolicyEvalSettings
 
 T_975_4 = 2.7764451052  # Student's t, 97.5% quantile, 4 degrees of freedom (tables)
 
@@ -130,8 +132,13 @@ def handmade(tmp_path):
 def test_evaluate_policy_writes_sampled_metrics_and_per_problem_outcomes(handmade, tmp_path):
     backend = FakeBackend()
     out = tmp_path / "eval"
-    metrics = evaluate_policy("fake", str(handmade), out, backend=backend, preference_split=None, n_samples=4,
-                              sample_temperature=0.7)  # fmt: skip
+    metrics = evaluate_policy(
+        "fake",
+        str(handmade),
+        out,
+        PolicyEvalSettings(preference_split=None, samples=4, sample_temperature=0.7),
+        backend=backend,
+    )
     assert backend.calls == [{"n": 1, "temperature": 0.0}, {"n": 4, "temperature": 0.7}]
     assert metrics["accuracy"]["correct"] == 0 and "pass_at_k" not in metrics  # greedy, k = 1
     sampled = metrics["sampled"]
@@ -143,19 +150,28 @@ def test_evaluate_policy_writes_sampled_metrics_and_per_problem_outcomes(handmad
     assert read_sampled(out) == {"p1": ("addition", 1, 4, False), "p2": ("addition", 2, 4, True),
                                  "p3": ("subtraction", 0, 4, False), "p4": ("subtraction", 0, 4, False),
                                  "p5": ("multiplication", 4, 4, True)}  # fmt: skip
-    greedy = evaluate_policy("fake", str(handmade), tmp_path / "greedy", backend=FakeBackend(), preference_split=None)
+    greedy = evaluate_policy(
+        "fake", str(handmade), tmp_path / "greedy", PolicyEvalSettings(preference_split=None), backend=FakeBackend()
+    )
     assert "sampled" not in greedy and "samples" not in (tmp_path / "greedy" / "samples.jsonl").read_text()
     with pytest.raises(BadInput, match="no id or no samples"):
         read_sampled(tmp_path / "greedy")
     with pytest.raises(BadInput, match="sample_temperature=0.0: must be > 0"):
-        evaluate_policy("fake", str(handmade), tmp_path / "x", backend=FakeBackend(), n_samples=4,
-                        sample_temperature=0.0)  # fmt: skip
+        evaluate_policy(
+            "fake",
+            str(handmade),
+            tmp_path / "x",
+            PolicyEvalSettings(samples=4, sample_temperature=0.0),
+            backend=FakeBackend(),
+        )
 
 
 def test_compare_pairs_sampled_outcomes_when_both_sides_have_them(handmade, tmp_path, capsys):
     a, b = tmp_path / "a", tmp_path / "b"
     for folder in (a, b):
-        evaluate_policy("fake", str(handmade), folder, backend=FakeBackend(), preference_split=None, n_samples=4)
+        evaluate_policy(
+            "fake", str(handmade), folder, PolicyEvalSettings(preference_split=None, samples=4), backend=FakeBackend()
+        )
     result = sampled_comparison(a, b)
     assert (result["temperature_a"], result["temperature_b"]) == (1.0, 1.0)
     assert result["pass_at_1"]["overall"]["diff"] == 0.0 and result["maj_at_k"]["overall"]["mcnemar_p"] == 1.0
@@ -174,8 +190,13 @@ def test_the_report_shows_sampled_metrics_and_pairs_them_with_sft(handmade, tmp_
     metrics = {}
     for name in ("sft", "rft", "grpo"):
         n = 1 if name == "grpo" else 4  # grpo evaluated greedily only: no sampled row
-        metrics[name] = evaluate_policy("fake", str(handmade), tmp_path / "eval" / name, backend=FakeBackend(),
-                                        preference_split=None, n_samples=n)  # fmt: skip
+        metrics[name] = evaluate_policy(
+            "fake",
+            str(handmade),
+            tmp_path / "eval" / name,
+            PolicyEvalSettings(preference_split=None, samples=n),
+            backend=FakeBackend(),
+        )
     text = to_markdown(sampled_section(tmp_path, metrics))
     assert "## Sampled accuracy" in text and "| RFT |" not in text  # method_label keeps rft as it is
     assert "| rft | 0.0% [0.0, 43.4] | 35.0% [0.0, 86.9] | 40.0% [11.8, 76.9] | 4 | 1.0 |" in text

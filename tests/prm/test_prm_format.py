@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 
 from posttrainlab.errors import BadInput
-from posttrainlab.models.prm import PRMSpec, encode_solution, format_solution
 from posttrainlab.models.tokenizer import build_tokenizer
-from posttrainlab.train.prm_examples import make_examples, read_items
-from posttrainlab.train.prm_losses import IGNORE
+from posttrainlab.prm.examples import make_examples, read_items
+from posttrainlab.prm.format import encode_solution, format_solution
+from posttrainlab.prm.losses import IGNORE
+from posttrainlab.prm.spec import PRMSpec
 from posttrainlab.train.prm_recipe import PRMDataConfig
 
 FORMATS = Path(__file__).resolve().parents[1] / "assets/formats"

@@ -13,10 +13,11 @@ import pytest
 import torch
 
 from posttrainlab.errors import BadInput
-from posttrainlab.models.prm import load_for_training, make_head
+from posttrainlab.prm.examples import make_examples, read_items
+from posttrainlab.prm.heads import make_head
+from posttrainlab.prm.loading import load_for_training
+from posttrainlab.prm.losses import IGNORE
 from posttrainlab.train.prm import batch_loss, collate
-from posttrainlab.train.prm_examples import make_examples, read_items
-from posttrainlab.train.prm_losses import IGNORE
 from posttrainlab.train.prm_recipe import PRMDataConfig
 
 MC_STEPS = Path(__file__).resolve().parent / "assets/mc_value_steps.jsonl"

@@ -13,9 +13,9 @@ import torch
 
 from posttrainlab.cli import main
 from posttrainlab.errors import BadInput
-from posttrainlab.models.prm import load_for_training
-from posttrainlab.models.prm_spec import PRMSpec, write_spec
 from posttrainlab.prm import PRM
+from posttrainlab.prm.loading import load_for_training
+from posttrainlab.prm.spec import PRMSpec, write_spec
 
 QUESTION, STEPS = "What is 3 + 4 * 2?", ["4 * 2 = 8.", "3 + 8 = 11.", "Answer: 11"]
 

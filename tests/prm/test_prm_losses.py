@@ -11,7 +11,7 @@ import math
 import pytest
 import torch
 
-from posttrainlab.train.prm_losses import IGNORE, hard_loss, prm_loss, soft_loss
+from posttrainlab.prm.losses import IGNORE, hard_loss, prm_loss, soft_loss
 
 L3 = math.log(3.0)
 NLL1, NLL0, LN2 = -math.log(0.75), -math.log(0.25), math.log(2.0)

@@ -1,4 +1,4 @@
-"""The policy input format (models/prm_policy_format.py), the head learning rate and backbone freeze
+"""The policy input format (prm/policy_format.py), the head learning rate and backbone freeze
 (train/prm_optim.py), and what training records in prm_config.json (input_format, instruction, no_answer_step)."""
 
 from __future__ import annotations
@@ -14,12 +14,13 @@ from posttrainlab.data.arith.prm_labels import NO_ANSWER_STEP
 from posttrainlab.data.arith.problems import INSTRUCTION
 from posttrainlab.errors import BadInput
 from posttrainlab.generation.prompts import as_messages, encode_prefix, encode_prompt
-from posttrainlab.models.prm import encode_solution, load_for_training
-from posttrainlab.models.prm_spec import PRMSpec, write_spec
 from posttrainlab.models.tokenizer import build_tokenizer
 from posttrainlab.prm import PRM
+from posttrainlab.prm.examples import make_examples
+from posttrainlab.prm.format import encode_solution
+from posttrainlab.prm.loading import load_for_training
+from posttrainlab.prm.spec import PRMSpec, write_spec
 from posttrainlab.train.prm import train_prm
-from posttrainlab.train.prm_examples import make_examples
 from posttrainlab.train.prm_optim import freeze_backbone, head_parameter_ids, split_groups
 from posttrainlab.train.prm_recipe import PRMRecipe
 

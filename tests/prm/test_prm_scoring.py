@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from posttrainlab.errors import BadInput
-from posttrainlab.models.prm_spec import PRMSpec, write_spec
 from posttrainlab.models.tokenizer import build_tokenizer
 from posttrainlab.prm import PRM
+from posttrainlab.prm.spec import PRMSpec, write_spec
 
 SOLUTIONS = [
     ("What is 3 + 4 * 2?", ["4 * 2 = 8.", "3 + 8 = 11.", "Answer: 11"]),
@@ -59,7 +59,7 @@ def test_token_classification_layout(token_cls):
 
 
 def test_qwen_prm_layout_loads_natively(qwen_prm):
-    from posttrainlab.models.prm import Qwen2ForProcessRewardModel
+    from posttrainlab.prm.heads import Qwen2ForProcessRewardModel
 
     path, state = qwen_prm
     prm = PRM.from_pretrained(path)
@@ -70,7 +70,7 @@ def test_qwen_prm_layout_loads_natively(qwen_prm):
     check_one_pass(prm)
     # the reward is softmax index 1 of score.2(relu(score.0(h))) at each separator
     question, steps = SOLUTIONS[0]
-    from posttrainlab.models.prm import encode_solution
+    from posttrainlab.prm.format import encode_solution
 
     enc = encode_solution(prm.tokenizer, prm.spec, question, steps)
     with torch.no_grad():
@@ -86,7 +86,7 @@ def test_verdict_layout(verdict):
     check_one_pass(prm)
     # P(yes) is normalised over the two verdict tokens only
     question, steps = SOLUTIONS[1]
-    from posttrainlab.models.prm import encode_solution
+    from posttrainlab.prm.format import encode_solution
 
     enc = encode_solution(prm.tokenizer, prm.spec, question, steps)
     with torch.no_grad():

@@ -27,8 +27,9 @@ def test_separator_is_one_new_special_token_and_labels_sit_on_it(smollm2):
     from transformers import AutoTokenizer
 
     from posttrainlab.data.formats.step import StepRow as Solution
-    from posttrainlab.models.prm import encode_solution, load_for_training
-    from posttrainlab.train.prm_examples import make_example
+    from posttrainlab.prm.examples import make_example
+    from posttrainlab.prm.format import encode_solution
+    from posttrainlab.prm.loading import load_for_training
 
     before = AutoTokenizer.from_pretrained(smollm2)
     assert "<extra_0>" not in before.get_vocab()

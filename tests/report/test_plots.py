@@ -55,9 +55,15 @@ SFT_LOG = [{"step": 5 * i, "loss": 2.0 / i} for i in range(1, 9)] + [
     {"step": 10 * i, "eval_loss": 2.4 / i, "eval_runtime": 1.0} for i in (1, 2, 3, 4)
 ]
 
+#: every method the quickstart can train (the effects preset's seven rows): the figures still fit the page
+ALL_METHODS = {**METRICS, **{m: method(0.4, DPO_PREF) for m in ("dpo-policy", "rft", "sft-continued", "grpo-s1")}}
+
 FIGURES = {
     "category_accuracy": lambda: plots.category_accuracy_figure(METRICS),
     "outcome_shares": lambda: plots.outcome_shares_figure(METRICS),
+    "outcome_shares_every_method": lambda: plots.outcome_shares_figure(ALL_METHODS),
+    "category_accuracy_every_method": lambda: plots.category_accuracy_figure(ALL_METHODS),
+    "preference_accuracy_every_method": lambda: plots.preference_figure(ALL_METHODS),
     "preference_accuracy": lambda: plots.preference_figure(METRICS),
     "training_sft": lambda: plots.training_figure("sft", SFT_LOG),
     "training_dpo": lambda: plots.training_figure("dpo", DPO_LOG),

@@ -200,7 +200,7 @@ def test_finish_reason_length_when_max_tokens_is_used_up(tiny_backend):
 
 def test_program_judge_plugs_in():
     """Served, the exact judge lists the deliberately wrong step (203 + 56 is 259) and the answer built on it."""
-    from posttrainlab.eval.judge_client import build_messages
+    from posttrainlab.runners.judge_client import build_messages
     from posttrainlab.serve.program_judge import ArithProgramJudge
 
     judge = ArithProgramJudge(noise=0.0, seed=0)

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from posttrainlab.errors import BadInput
-from posttrainlab.train.prm_examples import read_items
-from posttrainlab.train.prm_losses import IGNORE
+from posttrainlab.prm.examples import read_items
+from posttrainlab.prm.losses import IGNORE
 from posttrainlab.train.prm_recipe import PRMDataConfig
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -4,7 +4,8 @@
         --out runs/qs/beam --best-of-n runs/qs/best-of-n
     posttrain eval beam-search --policy P --prm PRM --data DIR:test --out OUT --beams 4 --proposals 4 --limit 20
 
-A thin verb over ``posttrainlab.eval.beam_search.run`` (docs/prm-eval.md "Beam search"); its flags are
+A thin verb over ``posttrainlab.runners.beam_search.run`` (docs/prm-eval.md "Beam search"): it builds a
+``runners.settings.BeamSettings`` from its flags, whose defaults are the class's; its flags are
 ``eval best-of-n``'s where they mean the same, and so is the overwrite rule: an ``--out`` holding an earlier
 ``beam.json`` or ``outcomes.jsonl`` is refused unless ``--overwrite`` (``cli.options.check_results``). Every input
 is checked before torch is imported (``--prm`` must be a PRM, ``--best-of-n`` a best-of-N output); torch is imported
@@ -29,6 +30,7 @@ from posttrainlab.cli.options import (
     check_split,
     out_folder,
 )
+from posttrainlab.runners.settings import BeamSettings
 
 
 def _pct(x: float) -> str:
@@ -59,33 +61,42 @@ def beam_table(b: dict):
     return table
 
 
+S = BeamSettings  # each flag's default is the settings class's (runners.settings)
+
+
 def beam_search(
     policy: str = typer.Option(..., "--policy", help="Policy to sample: a Hugging Face model folder or Hub id."),
     prm_model: str = typer.Option(..., "--prm", help="PRM folder (posttrain train prm) or Hub id."),
     data: str = typer.Option(..., *DATA, help="arith-v1 folder (DIR or DIR:SPLIT; default split test) or file."),
     out: Path = typer.Option(..., *OUT, parser=out_folder, help="Output folder: beam.json, outcomes.jsonl."),
-    beams: int = typer.Option(4, "--beams", help="Beams kept per problem (finished ones count)."),
-    proposals: int = typer.Option(4, "--proposals", help="One-step continuations each active beam proposes."),
-    max_steps: int = typer.Option(8, "--max-steps", help="Rounds (steps) at most; a beam is finished after the last."),
-    temperature: float = typer.Option(0.8, "--temperature", help="Sampling temperature (> 0)."),
-    top_p: float = typer.Option(1.0, "--top-p", help="Nucleus sampling threshold."),
-    max_new_tokens: int = typer.Option(
-        48, "--max-new-tokens", help="A beam that has generated this many tokens is finished (best-of-n's limit)."
+    beams: int = typer.Option(S.beams, "--beams", help="Beams kept per problem (finished ones count)."),
+    proposals: int = typer.Option(S.proposals, "--proposals", help="One-step continuations each active beam proposes."),
+    max_steps: int = typer.Option(
+        S.max_steps, "--max-steps", help="Rounds (steps) at most; a beam is finished after the last."
     ),
-    max_step_tokens: int = typer.Option(48, "--max-step-tokens", help="Longest step, in tokens."),
-    aggregation: str = typer.Option("last", "--aggregation", help="A beam's score from its step scores: last or min."),
+    temperature: float = typer.Option(S.temperature, "--temperature", help="Sampling temperature (> 0)."),
+    top_p: float = typer.Option(S.top_p, "--top-p", help="Nucleus sampling threshold."),
+    max_new_tokens: int = typer.Option(
+        S.max_new_tokens,
+        "--max-new-tokens",
+        help="A beam that has generated this many tokens is finished (best-of-n's limit).",
+    ),
+    max_step_tokens: int = typer.Option(S.max_step_tokens, "--max-step-tokens", help="Longest step, in tokens."),
+    aggregation: str = typer.Option(
+        S.aggregation, "--aggregation", help="A beam's score from its step scores: last or min."
+    ),
     distinct: bool = typer.Option(
-        True, "--distinct/--keep-duplicates", help="Drop a candidate that repeats another of its round."
+        S.distinct, "--distinct/--keep-duplicates", help="Drop a candidate that repeats another of its round."
     ),
     best_of_n: Path | None = typer.Option(
         None, "--best-of-n", help="A best-of-n output folder: count its tokens per problem for the comparison."
     ),
-    seed: int = typer.Option(0, "--seed", help="Sampling seed."),
-    limit: int | None = typer.Option(None, "--limit", help="Use the first N problems (default: all)."),
-    batch_size: int = typer.Option(32, "--batch-size", help="Beams per prefill."),
-    prm_batch_size: int = typer.Option(16, "--prm-batch-size", help="Solutions per PRM forward pass."),
-    dtype: str = typer.Option("float32", "--dtype", help="float32, bfloat16, float16 or auto."),
-    device: str | None = typer.Option(None, "--device", help="PRM device (default: CUDA when available)."),
+    seed: int = typer.Option(S.seed, "--seed", help="Sampling seed."),
+    limit: int | None = typer.Option(S.limit, "--limit", help="Use the first N problems (default: all)."),
+    batch_size: int = typer.Option(S.batch_size, "--batch-size", help="Beams per prefill."),
+    prm_batch_size: int = typer.Option(S.prm_batch_size, "--prm-batch-size", help="Solutions per PRM forward pass."),
+    dtype: str = typer.Option(S.dtype, "--dtype", help="float32, bfloat16, float16 or auto."),
+    device: str | None = typer.Option(S.device, "--device", help="PRM device (default: CUDA when available)."),
     threads: int | None = typer.Option(None, *THREADS, help="torch CPU threads (default: the thread policy)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
     overwrite: bool = OVERWRITE,
@@ -93,13 +104,15 @@ def beam_search(
     """Step-level beam search guided by the PRM; accuracy, votes, and tokens per problem beside best-of-n's."""
     from rich.console import Console
 
-    from posttrainlab.eval.beam import BeamSettings
-    from posttrainlab.eval.beam_search import OUTPUTS, check_search
+    from posttrainlab.runners.beam_search import OUTPUTS
     from posttrainlab.threads import check_threads, configure_threads
 
+    settings = BeamSettings(
+        beams, proposals, max_steps, temperature, top_p, max_new_tokens, max_step_tokens, aggregation, distinct,
+        seed=seed, limit=limit, batch_size=batch_size, prm_batch_size=prm_batch_size, dtype=dtype, device=device,
+    )  # fmt: skip
     # every check before torch is imported (cli.options), in run's order: settings, --out, models, data
-    settings = BeamSettings(beams, proposals, max_steps, max_new_tokens, max_step_tokens, aggregation, distinct)
-    check_search(settings, temperature=temperature, top_p=top_p, limit=limit, prm_batch_size=prm_batch_size)
+    settings.check()
     check_results(out, OUTPUTS, overwrite)
     check_threads(threads)
     check_model(policy, "--policy")
@@ -108,14 +121,9 @@ def beam_search(
     if best_of_n is not None:
         _check_best_of_n(best_of_n, data, limit)
     configure_threads(threads)
-    from posttrainlab.eval.beam_search import run
+    from posttrainlab.runners.beam_search import run
 
-    b = run(
-        policy, prm_model, data, out, beams=beams, proposals=proposals, max_steps=max_steps,
-        temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, max_step_tokens=max_step_tokens,
-        aggregation=aggregation, distinct=distinct, best_of_n=best_of_n, seed=seed, limit=limit,
-        batch_size=batch_size, prm_batch_size=prm_batch_size, dtype=dtype, device=device, progress=progress,
-    )  # fmt: skip
+    b = run(policy, prm_model, data, out, settings, best_of_n=best_of_n, progress=progress)
     console = Console()
     console.print(beam_table(b))
     tokens = f"{b['tokens_per_problem']:.1f} generated tokens per problem"
@@ -133,8 +141,8 @@ def beam_search(
 def _check_best_of_n(folder: Path, data: str, limit: int | None) -> None:
     """``--best-of-n`` must be a best-of-N output holding some of the problems searched (``best_of_n_samples``)."""
     from posttrainlab.errors import BadInput
-    from posttrainlab.eval.beam_search import best_of_n_samples
-    from posttrainlab.eval.best_of_n import read_problems
+    from posttrainlab.runners.beam_search import best_of_n_samples
+    from posttrainlab.runners.best_of_n import read_problems
 
     _, records = read_problems(data, None, limit)
     try:

@@ -70,13 +70,14 @@ def compare(
     overwrite: bool = OVERWRITE,
 ) -> None:
     """Paired comparison of two evaluations: B − A with a 95% interval and McNemar's exact p, per category."""
-    from posttrainlab.eval.compare import comparison, describe, verdict
+    from posttrainlab.eval.compare import describe, verdict
     from posttrainlab.provenance import provenance
+    from posttrainlab.runners.compare import comparison
 
     if out is not None:  # --out itself is checked as it is parsed (cli.options.out_folder)
         check_results(out, "compare.json", overwrite)
     result = {**comparison(a, b), "provenance": provenance()}
-    from posttrainlab.eval.sampled_compare import has_samples, sampled_comparison
+    from posttrainlab.runners.compare import has_samples, sampled_comparison
 
     if has_samples(a) and has_samples(b):  # both evaluated with --samples K: pass@1 and maj@K paired too
         result["sampled"] = sampled_comparison(a, b)

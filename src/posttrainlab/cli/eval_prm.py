@@ -4,8 +4,9 @@
     posttrain eval prm --model runs/prm --data SHARP-Math.jsonl --out E --threshold 0.5
     posttrain eval best-of-n --policy runs/qs/sft --prm runs/prm --data runs/qs/data/arith-v1 --out runs/bon
 
-Thin verbs over ``posttrainlab.eval.prm_eval.run`` and ``posttrainlab.eval.best_of_n.run`` (metrics in
-docs/prm-eval.md); torch is imported inside the verbs. ``register(eval_app)`` adds them to ``eval``.
+Thin verbs over ``posttrainlab.runners.prm_eval.run`` and ``posttrainlab.runners.best_of_n.run`` (metrics in
+docs/prm-eval.md): each builds its settings (``runners.settings``) from its flags, whose defaults are the settings
+class's; torch is imported inside the verbs. ``register(eval_app)`` adds them to ``eval``.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ from posttrainlab.cli.options import (
     out_folder,
 )
 from posttrainlab.data.formats import STEP_FORMATS
-from posttrainlab.eval.best_of_n import AGGREGATIONS
+from posttrainlab.eval.aggregation import AGGREGATIONS
 from posttrainlab.models.loading import DTYPES
+from posttrainlab.runners.settings import BestOfNSettings, PRMEvalSettings
 
 THREADS_HELP = "torch CPU threads (default: the thread policy, posttrainlab.threads)."
 
@@ -70,6 +72,9 @@ def prm_table(m: dict):
     return table
 
 
+E = PRMEvalSettings  # each flag's default is the settings class's (runners.settings)
+
+
 def prm(
     model: str = typer.Option(..., "--model", help="PRM: a local folder (posttrain train prm) or a Hub id."),
     data: str = typer.Option(
@@ -78,14 +83,16 @@ def prm(
     out: Path = typer.Option(
         ..., *OUT, parser=out_folder, help="Output folder for metrics.json, scores.jsonl, reliability.png."
     ),
-    threshold: float = typer.Option(0.5, "--threshold", help="A step is predicted wrong when its score is below."),
-    batch_size: int = typer.Option(16, "--batch-size", help="Solutions per PRM forward pass."),
-    fmt: choice(STEP_FORMATS) | None = typer.Option(
-        None, "--format", help="Format of the rows (default: told from the first row)."
+    threshold: float = typer.Option(
+        E.threshold, "--threshold", help="A step is predicted wrong when its score is below."
     ),
-    limit: int | None = typer.Option(None, "--limit", help="Evaluate the first N rows."),
-    dtype: choice(DTYPES) = typer.Option("float32", "--dtype", help="Weights' dtype (auto: the checkpoint's own)."),
-    device: str | None = typer.Option(None, "--device", help="cpu, cuda, ... (default: CUDA when available)."),
+    batch_size: int = typer.Option(E.batch_size, "--batch-size", help="Solutions per PRM forward pass."),
+    fmt: choice(STEP_FORMATS) | None = typer.Option(
+        E.format, "--format", help="Format of the rows (default: told from the first row)."
+    ),
+    limit: int | None = typer.Option(E.limit, "--limit", help="Evaluate the first N rows."),
+    dtype: choice(DTYPES) = typer.Option(E.dtype, "--dtype", help="Weights' dtype (auto: the checkpoint's own)."),
+    device: str | None = typer.Option(E.device, "--device", help="cpu, cuda, ... (default: CUDA when available)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
     threads: int | None = typer.Option(None, *THREADS, help=THREADS_HELP),
     overwrite: bool = OVERWRITE,
@@ -93,27 +100,17 @@ def prm(
     """Score step-labelled solutions with a PRM: wrong-step P/R/F1, AUROC, first-error F1, ECE, per position."""
     from rich.console import Console
 
-    from posttrainlab.eval.prm_eval import run
+    from posttrainlab.runners.prm_eval import run
     from posttrainlab.threads import check_threads, configure_threads
 
+    settings = PRMEvalSettings(threshold, batch_size, fmt, limit, dtype=dtype, device=device)
     check_results(out, "metrics.json", overwrite)  # every check before torch is imported (cli.options)
     check_threads(threads)
     check_prm(model, "--model")
     check_data(data)
     configure_threads(threads)
 
-    m = run(
-        model,
-        data,
-        out,
-        threshold=threshold,
-        batch_size=batch_size,
-        fmt=fmt,
-        limit=limit,
-        dtype=dtype,
-        device=device,
-        progress=progress,
-    )
+    m = run(model, data, out, settings, progress=progress)
     console = Console()
     console.print(prm_table(m))
     pos = ", ".join(
@@ -140,6 +137,9 @@ def bon_table(b: dict):
     return table
 
 
+B = BestOfNSettings  # each flag's default is the settings class's (runners.settings)
+
+
 def best_of_n(
     policy: str = typer.Option(..., "--policy", help="Policy to sample: a Hugging Face model folder or Hub id."),
     prm_model: str = typer.Option(..., "--prm", help="PRM folder (posttrain train prm) or Hub id."),
@@ -147,22 +147,22 @@ def best_of_n(
     out: Path = typer.Option(
         ..., *OUT, parser=out_folder, help="Output folder: bon.json, samples.jsonl (cache), best_of_n.png."
     ),
-    n: int = typer.Option(16, "--n", help="Samples per problem (drawn once)."),
+    n: int = typer.Option(B.n, "--n", help="Samples per problem (drawn once)."),
     ns: str | None = typer.Option(
         None, "--ns", help="n values to report, e.g. 1,2,4,8,16 (default: powers of 2 up to --n, and --n)."
     ),
-    temperature: float = typer.Option(0.8, "--temperature", help="Sampling temperature (> 0)."),
-    top_p: float = typer.Option(1.0, "--top-p", help="Nucleus sampling threshold."),
-    max_new_tokens: int = typer.Option(48, "--max-new-tokens", help="Longest solution, in tokens."),
-    seed: int = typer.Option(0, "--seed", help="Sampling seed."),
-    limit: int | None = typer.Option(None, "--limit", help="Use the first N problems (default: all)."),
-    batch_size: int = typer.Option(32, "--batch-size", help="Prompts per generate call."),
-    prm_batch_size: int = typer.Option(16, "--prm-batch-size", help="Solutions per PRM forward pass."),
+    temperature: float = typer.Option(B.temperature, "--temperature", help="Sampling temperature (> 0)."),
+    top_p: float = typer.Option(B.top_p, "--top-p", help="Nucleus sampling threshold."),
+    max_new_tokens: int = typer.Option(B.max_new_tokens, "--max-new-tokens", help="Longest solution, in tokens."),
+    seed: int = typer.Option(B.seed, "--seed", help="Sampling seed."),
+    limit: int | None = typer.Option(B.limit, "--limit", help="Use the first N problems (default: all)."),
+    batch_size: int = typer.Option(B.batch_size, "--batch-size", help="Prompts per generate call."),
+    prm_batch_size: int = typer.Option(B.prm_batch_size, "--prm-batch-size", help="Solutions per PRM forward pass."),
     vote_aggregation: choice(AGGREGATIONS) = typer.Option(
-        "min", "--vote-aggregation", help="Step-score aggregation weighting the PRM vote."
+        B.vote_aggregation, "--vote-aggregation", help="Step-score aggregation weighting the PRM vote."
     ),
-    dtype: choice(DTYPES) = typer.Option("float32", "--dtype", help="Weights' dtype (auto: the checkpoint's own)."),
-    device: str | None = typer.Option(None, "--device", help="PRM device (default: CUDA when available)."),
+    dtype: choice(DTYPES) = typer.Option(B.dtype, "--dtype", help="Weights' dtype (auto: the checkpoint's own)."),
+    device: str | None = typer.Option(B.device, "--device", help="PRM device (default: CUDA when available)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
     threads: int | None = typer.Option(None, *THREADS, help=THREADS_HELP),
     overwrite: bool = typer.Option(
@@ -172,7 +172,8 @@ def best_of_n(
     """Sample n solutions per problem once; pick one by PRM (min/last/product/mean), majority or PRM vote."""
     from rich.console import Console
 
-    from posttrainlab.eval.best_of_n import run
+    from posttrainlab.eval.best_of_n import split_ns
+    from posttrainlab.runners.best_of_n import run
     from posttrainlab.threads import check_threads, configure_threads
 
     # only bon.json is a result: samples.jsonl is the sample cache a rerun with the same settings reuses
@@ -182,26 +183,12 @@ def best_of_n(
     check_prm(prm_model)  # a policy folder as --prm: refused now, not after the sampling
     check_data(data)
     configure_threads(threads)
-
-    b = run(
-        policy,
-        prm_model,
-        data,
-        out,
-        n=n,
-        ns=ns,
-        temperature=temperature,
-        top_p=top_p,
-        max_new_tokens=max_new_tokens,
-        seed=seed,
-        limit=limit,
-        batch_size=batch_size,
-        prm_batch_size=prm_batch_size,
-        vote_aggregation=vote_aggregation,
-        dtype=dtype,
-        device=device,
-        progress=progress,
-    )
+    settings = BestOfNSettings(
+        n=n, ns=None if ns is None else split_ns(ns), temperature=temperature, top_p=top_p,
+        max_new_tokens=max_new_tokens, seed=seed, limit=limit, batch_size=batch_size, prm_batch_size=prm_batch_size,
+        vote_aggregation=vote_aggregation, dtype=dtype, device=device,
+    )  # fmt: skip
+    b = run(policy, prm_model, data, out, settings, progress=progress)
     console = Console()
     console.print(bon_table(b))
     s = b["sampling"]

@@ -28,8 +28,8 @@ from posttrainlab.cli.options import (
     out_file,
     out_folder,
 )
-from posttrainlab.eval.judge import OnInvalid
 from posttrainlab.models.loading import DTYPES
+from posttrainlab.runners.settings import JudgeSettings, OnInvalid, PolicyEvalSettings
 
 eval_app = typer.Typer(
     help="Evaluate policies: accuracy per category with intervals, pass@k, preferences.", no_args_is_help=True
@@ -89,39 +89,46 @@ def summary_lines(metrics: dict) -> list[str]:
     return lines
 
 
+P = PolicyEvalSettings  # each flag's default is the settings class's (runners.settings)
+
+
 @eval_app.command("policy")
 def policy(
     model: str = typer.Option(..., "--model", help="Policy: a local Hugging Face model folder or a Hub id."),
     data: str = typer.Option(..., *DATA, help="Dataset folder (DIR or DIR:SPLIT), split file, or hf://… path."),
     out: Path = typer.Option(..., *OUT, parser=out_folder, help="Output folder for metrics.json and samples.jsonl."),
     split: str | None = typer.Option(
-        None, "--split", help="Split to evaluate (default: the one in --data, else test)."
+        P.split, "--split", help="Split to evaluate (default: the one in --data, else test)."
     ),
-    limit: int | None = typer.Option(None, "--limit", help="Evaluate the first N problems (and preference pairs)."),
-    k: int = typer.Option(1, "--k", help="pass@k from the --samples (k > 1; --samples defaults to k)."),
+    limit: int | None = typer.Option(P.limit, "--limit", help="Evaluate the first N problems (and preference pairs)."),
+    k: int = typer.Option(P.k, "--k", help="pass@k from the --samples (k > 1; --samples defaults to k)."),
     n_samples: int | None = typer.Option(
         None,
         "--samples",
         "--n-samples",
         help="K > 1 samples per problem beside the greedy answer: pass@1 (mean over K) and maj@K (default: --k).",
     ),
-    temperature: float = typer.Option(0.0, "--temperature", help="0 is greedy."),
+    temperature: float = typer.Option(P.temperature, "--temperature", help="0 is greedy."),
     sample_temperature: float | None = typer.Option(
-        None, "--sample-temperature", help="Temperature of the --samples (default: --temperature, 1.0 if that is 0)."
+        P.sample_temperature,
+        "--sample-temperature",
+        help="Temperature of the --samples (default: --temperature, 1.0 if that is 0).",
     ),
-    top_p: float = typer.Option(1.0, "--top-p", help="Nucleus sampling threshold (when temperature > 0)."),
-    batch_size: int = typer.Option(32, "--batch-size", help="Prompts per generate call / pairs per forward pass."),
-    max_new_tokens: int = typer.Option(64, "--max-new-tokens", help="Longest response, in tokens."),
-    seed: int = typer.Option(0, "--seed", help="Sampling seed."),
+    top_p: float = typer.Option(P.top_p, "--top-p", help="Nucleus sampling threshold (when temperature > 0)."),
+    batch_size: int = typer.Option(P.batch_size, "--batch-size", help="Prompts per generate call / pairs per pass."),
+    max_new_tokens: int = typer.Option(P.max_new_tokens, "--max-new-tokens", help="Longest response, in tokens."),
+    seed: int = typer.Option(P.seed, "--seed", help="Sampling seed."),
     ref_model: str | None = typer.Option(
         None, "--ref-model", help="Reference model: preference by DPO's implicit reward."
     ),
-    beta: float = typer.Option(0.1, "--beta", help="DPO beta for the implicit reward."),
+    beta: float = typer.Option(P.beta, "--beta", help="DPO beta for the implicit reward."),
     preference_split: str = typer.Option(
-        "preference_test", "--preference-split", help="Preference pairs to rank, or 'none' to skip."
+        P.preference_split, "--preference-split", help="Preference pairs to rank, or 'none' to skip."
     ),
-    trust_remote_code: bool = typer.Option(False, "--trust-remote-code", help="Run the model repo's own code."),
-    dtype: choice(DTYPES) = typer.Option("float32", "--dtype", help="Weights' dtype (auto: the checkpoint's own)."),
+    trust_remote_code: bool = typer.Option(
+        P.trust_remote_code, "--trust-remote-code", help="Run the model repo's own code."
+    ),
+    dtype: choice(DTYPES) = typer.Option(P.dtype, "--dtype", help="Weights' dtype (auto: the checkpoint's own)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
     threads: int | None = typer.Option(
         None, *THREADS, help="torch CPU threads (1 is fastest for the tiny model on a busy machine)."
@@ -131,9 +138,16 @@ def policy(
     """Generate on a split, grade, and write metrics.json (accuracy per category with 95% CIs) and samples.jsonl."""
     from rich.console import Console
 
-    from posttrainlab.eval.policy import evaluate_policy
+    from posttrainlab.runners.policy import evaluate_policy
     from posttrainlab.threads import check_threads, configure_threads
 
+    settings = PolicyEvalSettings(
+        split=split, limit=limit, batch_size=batch_size, max_new_tokens=max_new_tokens, k=k,
+        samples=0 if n_samples is None else n_samples, temperature=temperature,
+        sample_temperature=sample_temperature, top_p=top_p, seed=seed,
+        preference_split=None if preference_split.lower() == "none" else preference_split, beta=beta,
+        trust_remote_code=trust_remote_code, dtype=dtype,
+    )  # fmt: skip
     # every check before torch is imported (cli.options), in evaluate_policy's order: data and split, then models
     check_results(out, "metrics.json", overwrite)
     check_threads(threads)
@@ -142,27 +156,7 @@ def policy(
     if ref_model is not None:
         check_model(ref_model, "--ref-model")
     configure_threads(threads)
-    metrics = evaluate_policy(
-        model,
-        data,
-        out,
-        split=split,
-        limit=limit,
-        batch_size=batch_size,
-        max_new_tokens=max_new_tokens,
-        k=k,
-        n_samples=n_samples,
-        temperature=temperature,
-        sample_temperature=sample_temperature,
-        top_p=top_p,
-        seed=seed,
-        preference_split=None if preference_split.lower() == "none" else preference_split,
-        ref_model=ref_model,
-        beta=beta,
-        trust_remote_code=trust_remote_code,
-        dtype=dtype,
-        progress=progress,
-    )
+    metrics = evaluate_policy(model, data, out, settings, ref_model=ref_model, progress=progress)
     console = Console()
     console.print(summary_table(metrics))
     for line in summary_lines(metrics):
@@ -221,30 +215,37 @@ def _judge_lines(metrics: dict) -> list[str]:
     return lines
 
 
+J = JudgeSettings  # each flag's default is the settings class's (runners.settings)
+
+
 @eval_app.command("judge")
 def judge(
     data_file: str | None = typer.Option(
         None, *DATA, help="Math-Shepherd rows (prompt, completions, labels): .parquet, .jsonl or hf://."
     ),
     model_name: str | None = typer.Option(None, "--model-name", help="The model name the endpoint serves."),
-    model_url: str = typer.Option("http://localhost:7010/v1", "--model-url", help="OpenAI-compatible base URL."),
-    num_threads: int = typer.Option(32, *CONCURRENCY, help="Concurrent requests (--num-threads: the card's name)."),
-    max_tokens: int = typer.Option(8000, "--max-tokens", help="Generation limit per answer (the card's 8,000)."),
+    model_url: str = typer.Option(J.model_url, "--model-url", help="OpenAI-compatible base URL."),
+    num_threads: int = typer.Option(
+        J.num_threads, *CONCURRENCY, help="Concurrent requests (--num-threads: the card's name)."
+    ),
+    max_tokens: int = typer.Option(
+        J.max_tokens, "--max-tokens", help="Generation limit per answer (the card's 8,000)."
+    ),
     max_samples: int | None = typer.Option(
-        None, "--max-samples", help="Judge the first N rows only: a smoke run, marked as such."
+        J.max_samples, "--max-samples", help="Judge the first N rows only: a smoke run, marked as such."
     ),
-    output_dir: Path = typer.Option(
-        Path("test_result"), *OUT, parser=out_folder, help="Where <run>.jsonl and metrics go."
-    ),
+    output_dir: Path = typer.Option(J.output_dir, *OUT, parser=out_folder, help="Where <run>.jsonl and metrics go."),
     on_invalid: OnInvalid = typer.Option(
-        "abort", "--on-invalid", help="A row with no valid answer after 4 tries: abort the run, or record it as failed."
+        J.on_invalid,
+        "--on-invalid",
+        help="A row with no valid answer after 4 tries: abort the run, or record it as failed.",
     ),
-    api_key: str = typer.Option("EMPTY", "--api-key", help="API key (a local vLLM server takes EMPTY)."),
-    timeout: float = typer.Option(600.0, "--timeout", help="Seconds to wait for one answer."),
+    api_key: str = typer.Option(J.api_key, "--api-key", help="API key (a local vLLM server takes EMPTY)."),
+    timeout: float = typer.Option(J.timeout_s, "--timeout", help="Seconds to wait for one answer."),
     run_tag: str | None = typer.Option(
-        None, "--run-tag", help="Tell repeated runs apart (e.g. r1 … r10); part of the run name."
+        J.run_tag, "--run-tag", help="Tell repeated runs apart (e.g. r1 … r10); part of the run name."
     ),
-    retry_failed: bool = typer.Option(False, "--retry-failed", help="Judge rows recorded as failed again."),
+    retry_failed: bool = typer.Option(J.retry_failed, "--retry-failed", help="Judge rows recorded as failed again."),
     filepath: Path | None = typer.Option(
         None, "--filepath", help="Recompute metrics offline from RUN.jsonl into <run>_recomputed_metric.json."
     ),
@@ -256,7 +257,7 @@ def judge(
     from rich.console import Console
 
     from posttrainlab.errors import BadInput
-    from posttrainlab.eval.judge import JudgeConfig, recompute, run_judge
+    from posttrainlab.runners.judge import recompute, run_judge
 
     console = Console()
     if filepath is not None:
@@ -270,7 +271,7 @@ def judge(
         return
     if data_file is None or model_name is None:
         raise BadInput("give --data-file and --model-name to run a judge, or --filepath RUN.jsonl to recompute")
-    cfg = JudgeConfig(
+    cfg = JudgeSettings(
         data_file=data_file,
         model_name=model_name,
         model_url=model_url,
@@ -279,7 +280,7 @@ def judge(
         max_tokens=max_tokens,
         max_samples=max_samples,
         output_dir=output_dir,
-        on_invalid=on_invalid,  # type: ignore[arg-type]  # checked by JudgeConfig.check
+        on_invalid=on_invalid,  # type: ignore[arg-type]  # checked by JudgeSettings.check
         timeout_s=timeout,
         run_tag=run_tag,
         retry_failed=retry_failed,

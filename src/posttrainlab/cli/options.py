@@ -20,7 +20,7 @@ before torch is imported (docs/design.md "CLI contract" and "Layers"; the names 
   the one rule; ``check_out`` applies it to an output path that comes from a settings file instead of a flag).
 - **Results are not overwritten silently.** ``check_results`` refuses an output folder that already holds a
   verb's results file unless ``--overwrite`` (``OVERWRITE``). It lives here, in the CLI layer, on purpose: the
-  library functions (``eval.policy.evaluate_policy``, ``eval.prm_eval.run``, ``eval.best_of_n.run``) keep
+  library functions (``runners.policy.evaluate_policy``, ``runners.prm_eval.run``, ``runners.best_of_n.run``) keep
   replacing their outputs, which the quickstart relies on (it skips a stage whose metrics exist and calls the
   library for the others).
 """
@@ -93,13 +93,13 @@ def check_model(spec: str | Path, flag: str = "--model") -> None:
 
 
 def check_prm(spec: str | Path, flag: str = "--prm") -> None:
-    """``check_model``, and for a local folder that it holds a PRM checkpoint (``models.prm_spec.check_prm_folder``,
+    """``check_model``, and for a local folder that it holds a PRM checkpoint (``prm.spec.check_prm_folder``,
     from its JSON files): a policy folder given as the PRM is refused before any sampling, not after it."""
-    from posttrainlab.eval.baseline_verifier import baseline_policy, is_baseline
     from posttrainlab.models.loading import is_local
-    from posttrainlab.models.prm_spec import check_prm_folder
+    from posttrainlab.prm.baseline import baseline_policy, is_baseline
+    from posttrainlab.prm.spec import check_prm_folder
 
-    if is_baseline(spec):  # baseline:POLICY, the policy's own verifier (eval.baseline_verifier): a policy to check
+    if is_baseline(spec):  # baseline:POLICY, the policy's own verifier (prm.baseline): a policy to check
         try:
             policy = baseline_policy(spec)
         except BadInput as e:

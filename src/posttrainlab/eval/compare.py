@@ -28,24 +28,20 @@ each group (overall, then each category in arith-v1's order) ``paired(a, b)`` re
 - ``significant``: ``mcnemar_p < 0.05``. The interval and the test are different procedures and can
   disagree at the margin; the test decides the word "significant".
 
-Outcomes are read from an ``eval policy`` folder (its ``samples.jsonl``), any JSON Lines file of
-rows with ``id``, ``category`` and ``correct`` (true/false), a folder holding such an
-``outcomes.jsonl`` (beam search writes ``OUT/beam-search/outcomes.jsonl``), or, per selector, from a
-best-of-N folder (``best_of_n_outcomes``). docs/metrics.md "Paired comparison" has the formulas;
+Outcomes are read by ``runners.compare`` (an ``eval policy`` folder, a JSON Lines file of ``id``, ``category``,
+``correct`` rows, a beam-search or best-of-N folder). docs/metrics.md "Paired comparison" has the formulas;
 docs/design.md "Metric definitions" the conventions (pure functions, hand-computed tests).
 """
 
 from __future__ import annotations
 
 import math
-import os
-from pathlib import Path
 from typing import Any
 
 from posttrainlab.data.arith.problems import CATEGORIES
 from posttrainlab.errors import BadInput
 from posttrainlab.eval.intervals import Z95, wilson_interval
-from posttrainlab.eval.policy import UNCATEGORISED, ordered_groups
+from posttrainlab.eval.policy import ordered_groups
 
 #: ``{problem id: (category, correct)}``, in the order the file lists them
 Outcomes = dict[str, tuple[str, bool]]
@@ -225,108 +221,10 @@ def verdict(result: dict[str, Any]) -> str:
     return " ".join(out)
 
 
-# --- reading outcomes ---------------------------------------------------------------------------------
-
-
-def outcomes_file(path: str | os.PathLike) -> Path:
-    """The outcomes file ``path`` names: a file, or a folder's ``outcomes.jsonl`` or else ``samples.jsonl``."""
-    path = Path(path)
-    if path.is_file():
-        return path
-    if not path.exists():
-        raise BadInput(f"{path}: no such file or folder")
-    for name in ("outcomes.jsonl", "samples.jsonl"):
-        if (path / name).is_file():
-            return path / name
-    raise BadInput(f"{path}: holds no outcomes.jsonl or samples.jsonl (expected an eval policy folder)")
-
-
-def read_outcomes(path: str | os.PathLike) -> Outcomes:
-    """Per-problem outcomes from an eval folder or a JSON Lines file of ``id, category, correct`` rows.
-
-    A missing file, a row without one of the three fields, a ``correct`` that is not true/false, a
-    repeated id or a file without rows is ``BadInput`` naming the file (and line). A ``category`` of
-    ``null`` reads as ``uncategorised``.
-    """
-    from posttrainlab.data.jsonl import iter_jsonl
-
-    file = outcomes_file(path)
-    out: Outcomes = {}
-    for lineno, row in enumerate(iter_jsonl(file), start=1):
-        missing = [k for k in FIELDS if k not in row]
-        if missing:
-            hint = " (a best-of-N samples.jsonl: compare its selectors in the report)" if "samples" in row else ""
-            raise BadInput(f"{file}:{lineno}: row has no {', '.join(missing)} field{hint}")
-        if not isinstance(row["correct"], bool):
-            raise BadInput(f"{file}:{lineno}: correct is {row['correct']!r}, not true or false")
-        key = str(row["id"])
-        if key in out:
-            raise BadInput(f"{file}:{lineno}: id {key!r} appears twice")
-        out[key] = (UNCATEGORISED if row["category"] is None else str(row["category"]), row["correct"])
-    if not out:
-        raise BadInput(f"{file}: no rows to compare")
-    return out
-
-
-def best_of_n_outcomes(folder: str | os.PathLike, n: int | None = None) -> tuple[int, dict[str, Outcomes]]:
-    """``(n', {selector: outcomes})`` of a best-of-N output folder at ``n'`` (default: the largest).
-
-    A problem's outcome under a selector is whether the sample that selector chose among the first
-    ``n'`` (``scores.jsonl`` ``selected[selector][str(n')]``) is graded correct (``samples.jsonl``),
-    so each selector can be compared with ``majority`` by ``paired``. Selectors keep
-    ``scores.jsonl``'s order (``eval.best_of_n.SELECTORS``).
-    """
-    from posttrainlab.data.jsonl import iter_jsonl
-
-    folder = Path(folder)
-    files = [folder / "samples.jsonl", folder / "scores.jsonl"]
-    for file in files:
-        if not file.is_file():
-            raise BadInput(f"{folder}: no {file.name} (expected a best-of-N output folder)")
-    samples: dict[str, dict] = {}
-    for lineno, row in enumerate(iter_jsonl(files[0]), start=1):
-        if "id" not in row or not isinstance(row.get("samples"), list):
-            raise BadInput(f"{files[0]}:{lineno}: row has no id or samples list")
-        samples[str(row["id"])] = row
-    selected: dict[str, dict] = {}
-    for lineno, row in enumerate(iter_jsonl(files[1]), start=1):
-        if "id" not in row or not isinstance(row.get("selected"), dict) or not row["selected"]:
-            raise BadInput(f"{files[1]}:{lineno}: row has no id or selected map")
-        if str(row["id"]) not in samples:
-            raise BadInput(f"{files[1]}:{lineno}: id {row['id']!r} is not in {files[0].name}")
-        selected[str(row["id"])] = row["selected"]
-    if not selected:
-        raise BadInput(f"{files[1]}: no rows to compare")
-    first = next(iter(selected.values()))
-    ns = sorted({int(k) for per_n in first.values() for k in per_n})
-    n = ns[-1] if n is None else n
-    if n not in ns:
-        raise BadInput(f"{folder}: n={n} is not one of this run's n' ({', '.join(map(str, ns))})")
-    out: dict[str, Outcomes] = {}
-    for selector in first:
-        per: Outcomes = {}
-        for key, chosen in selected.items():
-            row = samples[key]
-            try:
-                sample = row["samples"][chosen[selector][str(n)]]
-            except (KeyError, IndexError, TypeError):
-                raise BadInput(f"{files[1]}: problem {key}: no valid {selector} choice at n={n}") from None
-            category = UNCATEGORISED if row.get("category") is None else str(row["category"])
-            per[key] = (category, bool(sample.get("correct")))
-        out[selector] = per
-    return n, out
-
-
-def comparison(a: str | os.PathLike, b: str | os.PathLike) -> dict[str, Any]:
-    """``{"a": path, "b": path, "overall": ..., "categories": ...}`` of the outcomes at ``b`` against ``a``."""
-    return {"a": str(a), "b": str(b), **paired(read_outcomes(a), read_outcomes(b), names=(str(a), str(b)))}
-
-
 __all__ = [
     "ALPHA",
+    "FIELDS",
     "Outcomes",
-    "best_of_n_outcomes",
-    "comparison",
     "describe",
     "mcnemar_exact",
     "pair_stats",
@@ -334,6 +232,5 @@ __all__ = [
     "p_value",
     "paired_difference_ci",
     "points",
-    "read_outcomes",
     "verdict",
 ]

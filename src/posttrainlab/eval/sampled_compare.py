@@ -1,22 +1,19 @@
 """Two evaluations' sampled outcomes paired problem by problem: pass@1 and maj@K, B − A (``eval.sampled``'s formulas).
 
-``sampled_comparison(a, b)`` reads two ``eval policy`` folders run with ``--samples K`` (their ``samples.jsonl``:
-``samples``, ``n_correct``, ``maj_correct`` per problem) and returns pass@1's paired difference with its t interval
-and paired t-test, and maj@K's with Newcombe's interval and the exact McNemar test (``eval.compare.pair_stats``),
-overall and per category. ``posttrain eval compare A B`` adds it when both sides hold samples.
+``paired_sampled(a, b)`` takes two evaluations' per-problem sampled outcomes (``samples``, ``n_correct``,
+``maj_correct`` of each ``samples.jsonl`` row; ``runners.compare.read_sampled`` reads them) and returns pass@1's
+paired difference with its t interval and paired t-test, and maj@K's with Newcombe's interval and the exact McNemar
+test (``eval.compare.pair_stats``), overall and per category. ``posttrain eval compare A B`` adds it when both sides
+hold samples.
 """
 
 from __future__ import annotations
 
 import math
-import os
-from pathlib import Path
 from typing import Any
 
-from posttrainlab.errors import BadInput
-from posttrainlab.eval.compare import ALPHA, outcomes_file, paired
-from posttrainlab.eval.policy import UNCATEGORISED
-from posttrainlab.eval.sampled import add_votes, t_quantile, t_two_sided_p
+from posttrainlab.eval.compare import ALPHA, paired
+from posttrainlab.eval.sampled import t_quantile, t_two_sided_p
 
 #: ``{problem id: (category, correct samples, samples, majority vote correct)}``
 Sampled = dict[str, tuple[str, int, int, bool]]
@@ -70,51 +67,4 @@ def paired_sampled(a: Sampled, b: Sampled, names: tuple[str, str] = ("A", "B")) 
     }
 
 
-def read_sampled(path: str | os.PathLike) -> Sampled:
-    """Per-problem sampled outcomes from an ``eval policy`` folder's (or file's) ``samples.jsonl`` rows; ``BadInput``
-    when a row has no samples (an evaluation run without ``--samples``)."""
-    from posttrainlab.data.jsonl import iter_jsonl
-
-    file = outcomes_file(path)
-    out: Sampled = {}
-    for lineno, row in enumerate(iter_jsonl(file), start=1):
-        samples = row.get("samples")
-        if not isinstance(samples, list) or not samples or "id" not in row:
-            raise BadInput(f"{file}:{lineno}: no id or no samples (evaluate with --samples K to compare sampling)")
-        if "maj_correct" not in row:
-            add_votes([row])
-        category = UNCATEGORISED if row.get("category") is None else str(row["category"])
-        out[str(row["id"])] = (category, int(row["n_correct"]), len(samples), bool(row["maj_correct"]))
-    if not out:
-        raise BadInput(f"{file}: no rows to compare")
-    return out
-
-
-def has_samples(path: str | os.PathLike) -> bool:
-    """Whether ``path``'s first outcome row holds samples (``read_sampled`` would read it)."""
-    from posttrainlab.data.jsonl import iter_jsonl
-
-    try:
-        first = next(iter(iter_jsonl(outcomes_file(path))), None)
-    except (BadInput, OSError):
-        return False
-    return isinstance(first, dict) and isinstance(first.get("samples"), list) and bool(first["samples"])
-
-
-def sampled_comparison(a: str | os.PathLike, b: str | os.PathLike) -> dict[str, Any]:
-    """``paired_sampled`` of two evaluation folders (or files), with each side's sampling temperature when its
-    ``metrics.json`` is beside the samples."""
-    import json
-
-    temperatures = []
-    for side in (a, b):
-        try:
-            m = json.loads((Path(side) / "metrics.json").read_text(encoding="utf-8"))
-            temperatures.append(m.get("sampled", {}).get("temperature"))
-        except (OSError, ValueError, AttributeError):
-            temperatures.append(None)
-    result = paired_sampled(read_sampled(a), read_sampled(b), names=(str(a), str(b)))
-    return {"temperature_a": temperatures[0], "temperature_b": temperatures[1], **result}
-
-
-__all__ = ["Sampled", "has_samples", "paired_means", "paired_sampled", "read_sampled", "sampled_comparison"]
+__all__ = ["Sampled", "paired_means", "paired_sampled"]

@@ -17,7 +17,7 @@ Solutions are counted with multiplicity (two identical samples are two pairs), a
 Values are ``None`` when no problem has both kinds (docs/metrics.md's convention: never NaN).
 
 Pure functions of labels and scores (no torch, no files), with hand-computed tests in
-tests/eval/prm/test_within_problem.py. Written by hand: the definitions are short and must be exact.
+tests/eval/test_within_problem.py. Written by hand: the definitions are short and must be exact.
 """
 
 from __future__ import annotations

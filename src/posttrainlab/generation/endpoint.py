@@ -1,6 +1,6 @@
 """The one client of OpenAI-compatible endpoints (vLLM, SGLang, ``posttrain serve``, a hosted API).
 
-The sampling backend (``generation.openai_backend``) and the judge client (``eval.judge_client``)
+The sampling backend (``generation.openai_backend``) and the judge client (``runners.judge_client``)
 both send their requests through :class:`Endpoint`, which wraps the official ``openai`` client:
 
 - **Network faults are the library's to retry**: connection errors, timeouts and HTTP

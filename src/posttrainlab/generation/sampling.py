@@ -10,6 +10,8 @@ decodes), the backends (which check their arguments the same way) and ``posttrai
   the sampler draws from its own per-request generators, outside ``generate``.
 - **Stops**: a stop string ends a row once it appears in the text; with ``min_tokens`` it does not
   count unless it ends after the text of the first ``min_tokens`` tokens (vLLM's rule).
+- **Options and hooks**: :class:`SampleSettings` (the sampler's options as one object) and
+  :class:`DecodeHooks` (the server's view into the decode loop: tokens as drawn, gone requests ended).
 - **What comes back**: a :class:`Sample` per row; :class:`SamplingStats` adds up the work, and
   :func:`count_forward_tokens` counts the same at a model's forward from outside, for any way of
   generating.
@@ -175,6 +177,73 @@ def make_sample(tokenizer, tokens: list[int], logprobs, stop, min_tokens: int, s
     return Sample(text[:cut] if cut is not None else text, tuple(tokens), reason, stop_token, lp)
 
 
+@dataclass(frozen=True)
+class SampleSettings:
+    """The options of ``shared_prefix.sample_from_ids`` as one object (its module docstring for the contract).
+
+    ``eos_ids``: the model's end tokens (each ends a row unless ``ignore_eos``); ``batch_size``: prompts
+    per prefill (the decode batch holds up to ``batch_size * n`` rows); ``logprobs``: record each token's
+    log-probability; ``preallocate=False`` keeps transformers' concatenating cache (for
+    ``bench/bench_mc_sampling.py``, which separates the gains).
+    """
+
+    n: int = 1
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    min_p: float = 0.0
+    max_new_tokens: int = 64
+    min_tokens: int = 0
+    stop: list[str] | None = None
+    stop_token_ids: Sequence[int] = ()
+    ignore_eos: bool = False
+    eos_ids: Sequence[int] = ()
+    batch_size: int = 32
+    logprobs: bool = False
+    preallocate: bool = True
+
+    def check(self, vocab_size: int | None = None) -> None:
+        """``BadInput`` for options out of range (``check_sampling`` and ``check_options``)."""
+        check_sampling(self.n, self.temperature, self.top_p, self.max_new_tokens)
+        check_options(
+            top_k=self.top_k, min_p=self.min_p, min_tokens=self.min_tokens, max_new_tokens=self.max_new_tokens,
+            stop_token_ids=self.stop_token_ids, vocab_size=vocab_size,
+        )  # fmt: skip
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+    @property
+    def rows_per_prompt(self) -> int:
+        """Rows decoded per prompt: ``n``, or one when greedy (its text is repeated ``n`` times)."""
+        return 1 if self.greedy else self.n
+
+    def stop_tokens(self) -> set[int]:
+        """The tokens that end a row: ``stop_token_ids`` and, unless ``ignore_eos``, ``eos_ids``."""
+        return set(self.stop_token_ids) | (set() if self.ignore_eos else set(self.eos_ids))
+
+
+#: ``(prompt, sample, token, ended)`` for each row that drew a token in one decode step: ``ended`` when the
+#: token ended the row (an eos or stop token, a stop string, or ``max_new_tokens``).
+Drawn = list[tuple[int, int, int, bool]]
+
+
+@dataclass(frozen=True)
+class DecodeHooks:
+    """Calls into ``shared_prefix.sample_from_ids``' decode loop (``posttrain serve``'s: stream, drop the gone).
+
+    ``gone(prompt)``: asked before each prefill batch and each decode step for every prompt still decoding
+    (its index in the call); True ends the prompt's rows there, their samples come back with
+    ``finish_reason: "abort"`` (vLLM's word) and no text, and a prefill batch whose prompts are all gone
+    is skipped. ``on_step(drawn)``: after every step, what it drew (:data:`Drawn`). Both run in the
+    thread that runs the call; without them (None) the loop is the same, operation for operation.
+    """
+
+    gone: Callable[[int], bool] | None = None
+    on_step: Callable[[Drawn], None] | None = None
+
+
 @dataclass
 class SamplingStats:
     """Work done by shared-prefix sampling, summed over calls (``generation.shared_prefix``, "Counting")."""
@@ -248,8 +317,11 @@ def sample_answers(backend, records: list[dict], k: int, label: str, **sampling)
 
 
 __all__ = [
+    "DecodeHooks",
+    "Drawn",
     "ForwardCount",
     "Sample",
+    "SampleSettings",
     "SamplingStats",
     "check_options",
     "check_sampling",

@@ -14,7 +14,7 @@ The contract (tested in tests/generation/test_shared_prefix.py):
 - **A request** is ``PrefixRequest(prompt, prefix, seed)``: ``prompt`` a chat (rendered with the
   model's chat template, assistant turn opened) or a ready string, ``prefix`` the assistant text
   already written, which the continuations follow (it is tokenized on its own and appended, as
-  ``eval.policy.sequence_logprobs`` does); a continuation is the new text only.
+  ``runners.policy.sequence_logprobs`` does); a continuation is the new text only.
 - **Distribution**: each of the N rows is an independent sample of the policy's continuation, drawn
   token by token from ``softmax(logits / temperature)`` restricted by ``top_k`` (off by default), the
   top-p nucleus and the ``min_p`` floor (transformers' ``TopK``/``TopP``/``MinP`` warper rules, in that
@@ -35,6 +35,10 @@ The contract (tested in tests/generation/test_shared_prefix.py):
   batched matrix products), nor on the caller's random state, which is left alone.
 - **temperature 0** is greedy: one row per prefix is decoded and its text repeated N times; it equals
   ``TransformersBackend.generate`` greedy on the prompt text with the prefix appended.
+- **Hooks** (:class:`DecodeHooks`, for ``posttrain serve``: tokens streamed as drawn, a disconnected
+  client's rows dropped): ``on_step`` is told each step's tokens, ``gone`` ends a prompt's rows before a
+  step (their samples: ``finish_reason`` ``abort``, no text) or skips a prefill batch whose prompts are all
+  gone. Without hooks the loop runs the same operations; with them the other prompts' answers are unchanged.
 - **Counting**: :class:`SamplingStats` adds up prefills (one per request), prefill tokens (real
   tokens, padding excluded), padded prefill positions, decode steps and sequences, so a caller can
   show one prefill per prefix; :func:`count_forward_tokens` counts the same at the model's forward
@@ -46,15 +50,16 @@ step). Finished rows are dropped from the batch once they are a quarter of it (d
 cache, so it is not done for every row that ends), so a long straggler does not keep them computing.
 
 Where the pieces live: prompt rendering, prefix tokenization and batching in ``generation.prompts``;
-the argument checks, filters, stop rules, :class:`Sample`, :class:`SamplingStats` and ``derive_seed``
-in ``generation.sampling``; the names are importable from here too.
+the argument checks, :class:`SampleSettings` (the options as one object), :class:`DecodeHooks`, filters,
+stop rules, :class:`Sample`, :class:`SamplingStats` and ``derive_seed`` in ``generation.sampling``; the
+names are importable from here too.
 """
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol, runtime_checkable
 
 from posttrainlab.generation import Prompt
@@ -67,11 +72,13 @@ from posttrainlab.generation.prompts import (
     length_sorted_batches,
 )
 from posttrainlab.generation.sampling import (
+    DecodeHooks,
+    Drawn,
     ForwardCount,
     Sample,
+    SampleSettings,
     SamplingStats,
     check_options,
-    check_sampling,
     count_forward_tokens,
     derive_seed,
     filter_scores,
@@ -140,105 +147,88 @@ def sample_from_ids(
     tokenizer,
     prompts: Sequence[Sequence[int]],
     seeds: Sequence[int],
+    settings: SampleSettings | None = None,
     *,
-    n: int = 1,
-    temperature: float = 1.0,
-    top_p: float = 1.0,
-    top_k: int = 0,
-    min_p: float = 0.0,
-    max_new_tokens: int = 64,
-    min_tokens: int = 0,
-    stop: list[str] | None = None,
-    stop_token_ids: Sequence[int] = (),
-    ignore_eos: bool = False,
-    eos_ids: Sequence[int] = (),
-    batch_size: int = 32,
     stats: SamplingStats | None = None,
-    logprobs: bool = False,
-    preallocate: bool = True,
     on_batch: Callable[[int], None] | None = None,
+    hooks: DecodeHooks | None = None,
+    **options,
 ) -> list[list[Sample]]:
     """``n`` :class:`Sample` per prompt (token ids), prompt ``i`` drawing from a generator seeded ``seeds[i]``.
 
-    ``batch_size`` counts prompts per prefill (the decode batch holds up to ``batch_size * n`` rows).
-    ``logprobs``: record each token's log-probability. ``preallocate=False`` keeps transformers'
-    concatenating cache (for ``bench/bench_mc_sampling.py``, which separates the gains). ``on_batch(k)``
-    is called after each prefill batch of ``k`` prompts (progress bars).
+    ``options``: :class:`SampleSettings`' fields (``n``, ``temperature``, ``top_p``, ``top_k``, ``min_p``,
+    ``max_new_tokens``, ``min_tokens``, ``stop``, ``stop_token_ids``, ``ignore_eos``, ``eos_ids``,
+    ``batch_size``, ``logprobs``, ``preallocate``), over ``settings`` where both are given.
+    ``on_batch(k)`` is called after each prefill batch of ``k`` prompts (progress bars); ``hooks``: the
+    server's (:class:`DecodeHooks`: tokens as drawn, gone prompts ended; module docstring).
     """
     import torch
 
-    check_sampling(n, temperature, top_p, max_new_tokens)
+    s = replace(settings or SampleSettings(), **options)
+    s = replace(s, stop=[x for x in s.stop or [] if x] or None)
     vocab = getattr(getattr(model, "config", None), "vocab_size", None)
-    check_options(
-        top_k=top_k, min_p=min_p, min_tokens=min_tokens, max_new_tokens=max_new_tokens,
-        stop_token_ids=stop_token_ids, vocab_size=vocab if isinstance(vocab, int) else None,
-    )  # fmt: skip
+    s.check(vocab if isinstance(vocab, int) else None)
     if len(seeds) != len(prompts):
         raise ValueError(f"{len(seeds)} seeds for {len(prompts)} prompts")
     stats = stats if stats is not None else SamplingStats()
-    stop = [s for s in stop or [] if s] or None
+    hooks = hooks or DecodeHooks()
     out: list[list[Sample]] = [[] for _ in prompts]
-    greedy = temperature == 0
-    per_prefix = 1 if greedy else n
-    stops = set(stop_token_ids) | (set() if ignore_eos else set(eos_ids))
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    per_prefix = s.rows_per_prompt
     decode = _Decode(
-        per_prefix=per_prefix,
-        greedy=greedy,
-        temperature=temperature,
-        filters={"top_k": max(top_k, 0), "top_p": top_p, "min_p": min_p},
-        max_new_tokens=max_new_tokens,
-        min_tokens=min_tokens,
-        stops=stops,
-        stop_check=stop_checker(tokenizer, stop, min_tokens) if stop else None,
-        pad_id=pad_id,
-        logprobs=logprobs,
-        preallocate=preallocate,
+        s=s,
+        stops=s.stop_tokens(),
+        stop_check=stop_checker(tokenizer, s.stop, s.min_tokens) if s.stop else None,
+        pad_id=tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0,
+        hooks=hooks,
     )
     with torch.inference_mode():
-        for batch in length_sorted_batches([len(p) for p in prompts], batch_size):
-            rows = _decode_batch(model, [list(prompts[i]) for i in batch], [seeds[i] for i in batch], decode, stats)
+        for batch in length_sorted_batches([len(p) for p in prompts], s.batch_size):
+            if hooks.gone is not None and all(hooks.gone(i) for i in batch):  # nobody waits: no prefill
+                rows = [([], None, True)] * (len(batch) * per_prefix)
+            else:
+                batch_ids, batch_seeds = [list(prompts[i]) for i in batch], [seeds[i] for i in batch]
+                rows = _decode_batch(model, batch_ids, batch_seeds, decode, stats, batch)
             for j, i in enumerate(batch):
                 mine = [
-                    make_sample(tokenizer, *row, stop, min_tokens, stops)
-                    for row in rows[j * per_prefix : (j + 1) * per_prefix]
+                    Sample("", tuple(tokens), "abort")
+                    if aborted
+                    else make_sample(tokenizer, tokens, lps, s.stop, s.min_tokens, decode.stops)
+                    for tokens, lps, aborted in rows[j * per_prefix : (j + 1) * per_prefix]
                 ]
-                out[i] = mine * n if greedy else mine
+                out[i] = mine * s.n if s.greedy else mine
             if on_batch is not None:
                 on_batch(len(batch))
     stats.requests += len(prompts)
-    stats.sequences += len(prompts) * n
+    stats.sequences += len(prompts) * s.n
     return out
 
 
 @dataclass(frozen=True)
 class _Decode:
-    """How :func:`_decode_batch` decodes (``sample_from_ids``'s arguments, resolved)."""
+    """How :func:`_decode_batch` decodes: ``sample_from_ids``' settings and hooks, resolved."""
 
-    per_prefix: int
-    greedy: bool
-    temperature: float
-    filters: dict
-    max_new_tokens: int
-    min_tokens: int
-    stops: set[int]
-    stop_check: Callable[[list[int]], bool] | None
+    s: SampleSettings
+    stops: set[int]  # the tokens that end a row
+    stop_check: Callable[[list[int]], bool] | None  # whether a row's tokens end in a stop string that counts
     pad_id: int
-    logprobs: bool
-    preallocate: bool
+    hooks: DecodeHooks
 
 
-def _decode_batch(model, prompts: list[list[int]], seeds: list[int], how: _Decode, stats: SamplingStats) -> list:
-    """Prefill ``prompts`` once, expand each to ``per_prefix`` rows, decode; ``(tokens, logprobs)`` per row.
+def _decode_batch(
+    model, prompts: list[list[int]], seeds: list[int], how: _Decode, stats: SamplingStats, numbers: list[int]
+) -> list:
+    """Prefill ``prompts`` once, expand each to ``per_prefix`` rows, decode; ``(tokens, logprobs, aborted)`` per row.
 
     A row's tokens end with the eos or stop token that ended it, if one did; ``logprobs`` is None
-    unless ``how.logprobs``.
+    unless ``how.s.logprobs``; ``aborted``: ``how.hooks.gone`` ended the row. ``numbers``: each prompt's
+    number in the call (what the hooks are told).
     """
     import torch
     from transformers import DynamicCache
 
     device = model.device
-    per_prefix = how.per_prefix
+    s, gone, on_step = how.s, how.hooks.gone, how.hooks.on_step
+    per_prefix = s.rows_per_prompt
     ids, mask = left_pad(prompts, how.pad_id)
     ids, mask = ids.to(device), mask.to(device)
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
@@ -249,8 +239,8 @@ def _decode_batch(model, prompts: list[list[int]], seeds: list[int], how: _Decod
     stats.prefill_tokens += int(mask.sum())
     stats.prefill_positions += int(mask.numel())
     logits = out.logits[:, -1, :].float()
-    if how.preallocate:
-        preallocate(cache, per_prefix, how.max_new_tokens)  # the N-fold expansion, with room for the new tokens
+    if s.preallocate:
+        preallocate(cache, per_prefix, s.max_new_tokens)  # the N-fold expansion, with room for the new tokens
     elif per_prefix > 1:
         cache.batch_repeat_interleave(per_prefix)
     if per_prefix > 1:
@@ -259,27 +249,35 @@ def _decode_batch(model, prompts: list[list[int]], seeds: list[int], how: _Decod
     total = len(prompts) * per_prefix
     owner = [r // per_prefix for r in range(total)]  # the prompt each row continues
     generators = []
-    if not how.greedy:
+    if not s.greedy:
         for seed in seeds:
             g = torch.Generator(device="cpu")
             g.manual_seed(seed)
             generators.append(g)
     new_tokens: list[list[int]] = [[] for _ in range(total)]
-    logprobs: list[list[float]] | None = [[] for _ in range(total)] if how.logprobs else None
+    logprobs: list[list[float]] | None = [[] for _ in range(total)] if s.logprobs else None
     held = torch.tensor(sorted(how.stops), dtype=torch.long, device=device)  # not drawn before min_tokens
     batch = list(range(total))  # the row ids in the cache, in cache order
     alive = [True] * total
+    aborted = [False] * total
     filler = min(how.stops) if how.stops else how.pad_id  # fed to finished rows until they are dropped
-    for step in range(how.max_new_tokens):
+    filters = {"top_k": max(s.top_k, 0), "top_p": s.top_p, "min_p": s.min_p}
+    for step in range(s.max_new_tokens):
+        if gone is not None:  # the rows of a prompt whose caller is gone end here
+            for row in batch:
+                if alive[row] and gone(numbers[owner[row]]):
+                    alive[row], aborted[row] = False, True
         live = [k for k, row in enumerate(batch) if alive[row]]
+        if not live:  # only after ``gone``: otherwise a step with no live row has already ended the loop
+            break
         live_logits = logits if len(live) == len(batch) else logits[live]
         scores = live_logits
-        if step < how.min_tokens and len(held):  # every live row has drawn ``step`` tokens
+        if step < s.min_tokens and len(held):  # every live row has drawn ``step`` tokens
             scores = scores.index_fill(-1, held, float("-inf"))
-        if how.greedy:
+        if s.greedy:
             picks = scores.argmax(dim=-1).tolist()
         else:
-            probs = filter_scores(scores / how.temperature, **how.filters).softmax(dim=-1).cpu()
+            probs = filter_scores(scores / s.temperature, **filters).softmax(dim=-1).cpu()
             picks = [0] * len(live)
             start = 0
             while start < len(live):  # the live rows of one prompt are contiguous: one draw per prompt
@@ -300,8 +298,12 @@ def _decode_batch(model, prompts: list[list[int]], seeds: list[int], how: _Decod
             new_tokens[row].append(token)
             if token in how.stops or (how.stop_check is not None and how.stop_check(new_tokens[row])):
                 alive[row] = False
+        last = step == s.max_new_tokens - 1
+        if on_step is not None:
+            rows = [batch[k] for k in live]
+            on_step([(numbers[owner[r]], r % per_prefix, new_tokens[r][-1], last or not alive[r]) for r in rows])
         n_alive = sum(alive[row] for row in batch)
-        if n_alive == 0 or step == how.max_new_tokens - 1:
+        if n_alive == 0 or last:
             break
         if 4 * (len(batch) - n_alive) >= len(batch):  # drop finished rows once they are a quarter of the batch
             keep = [k for k, row in enumerate(batch) if alive[row]]
@@ -313,17 +315,11 @@ def _decode_batch(model, prompts: list[list[int]], seeds: list[int], how: _Decod
         mask = torch.cat([mask, mask.new_ones((len(batch), 1))], dim=-1)
         step_ids = torch.tensor(chosen, device=device)[:, None]
         step_positions = (mask.sum(-1, keepdim=True) - 1).to(device)
-        out = model(
-            input_ids=step_ids,
-            attention_mask=mask,
-            position_ids=step_positions,
-            cache=cache,
-            use_cache=True,
-        )
+        out = model(input_ids=step_ids, attention_mask=mask, position_ids=step_positions, cache=cache, use_cache=True)
         logits = out.logits[:, -1, :].float()
         stats.decode_steps += 1
         stats.decode_tokens += len(batch)
-    return [(new_tokens[r], logprobs[r] if logprobs is not None else None) for r in range(total)]
+    return [(new_tokens[r], logprobs[r] if logprobs is not None else None, aborted[r]) for r in range(total)]
 
 
 def continue_with_generate(
@@ -362,10 +358,13 @@ def sample_continuations(backend, requests: Sequence[PrefixRequest], **kw) -> li
 
 
 __all__ = [
+    "DecodeHooks",
+    "Drawn",
     "ForwardCount",
     "PrefixRequest",
     "PrefixSampler",
     "Sample",
+    "SampleSettings",
     "SamplingStats",
     "check_options",
     "continuation_text",

@@ -7,7 +7,7 @@ How a call runs, and why:
   falls back to a plain role-prefixed prompt. Rendering, encoding and batching live in
   ``generation.prompts`` (``render_prompt``, ``encode_prompt``, ``plain_chat``, ``left_pad``,
   ``length_sorted_batches``; importable from here too), shared with the shared-prefix sampler, the
-  log-probability scorer in ``eval.policy`` and ``posttrain serve``.
+  log-probability scorer in ``runners.policy`` and ``posttrain serve``.
 - **Batches are sorted by prompt length** (longest first) so a batch holds prompts of similar length
   and little compute is spent on padding; the longest batch runs first, so a batch size that does not
   fit in memory fails at once, not at the end. Results come back in prompt order.
@@ -223,7 +223,7 @@ class TransformersBackend:
 
 
 # The prompt helpers and check_sampling moved to generation.prompts / generation.sampling; callers
-# (eval.policy, label, serve, the other backends) still import them from here.
+# (runners.policy, label, serve, the other backends) still import them from here.
 __all__ = [
     "TransformersBackend",
     "check_sampling",

@@ -7,7 +7,7 @@ its prompt; :data:`PROMPT_TEMPLATE` is ours, versioned and hashed into every rec
 
 Every answer is verified, and repaired when it drifted from the source (``label.repair``); an answer
 that cannot be repaired is asked for again, up to ``max_attempts`` answers (temperature 0 first, 0.4
-after, as ``eval.judge_client.RetryPolicy``). Each record says how it ended (``status``):
+after, as ``runners.judge_client.RetryPolicy``). Each record says how it ended (``status``):
 
 =============  ==========================================================================
 clean          the first answer said there is no error (the literal, or an untagged exact copy)
@@ -17,7 +17,7 @@ regenerated    the first answer was rejected; a later one was accepted (``repair
 failed         no acceptable answer in ``max_attempts``: ``spans`` is null, never a clean row
 =============  ==========================================================================
 
-Why it is built this way (the same conventions as ``eval.judge``):
+Why it is built this way (the same conventions as ``runners.judge``):
 
 - **Resumable**: one JSON line per finished row in ``OUT/annotations.jsonl``, appended and flushed by
   the main thread only, each with its row ``index`` and a ``key`` (hash of question and steps).
@@ -51,14 +51,14 @@ from posttrainlab.data.jsonl import append_jsonl
 from posttrainlab.data.pool import run_pool
 from posttrainlab.data.runfile import finished_records, has_row_index
 from posttrainlab.errors import BadInput
-from posttrainlab.eval.judge_client import (
+from posttrainlab.label.repair import MIN_RATIO, STEP_SEP, Verdict, annotation_pieces, verify
+from posttrainlab.runners.judge_client import (
     REJECTED_TEXT_CHARS,
     ChatClient,
     OpenAIChatClient,
     RetryPolicy,
     request_with_retries,
 )
-from posttrainlab.label.repair import MIN_RATIO, STEP_SEP, Verdict, annotation_pieces, verify
 
 PROMPT_VERSION = "posttrainlab-sharp-annotate-v1"
 #: The marker the program judge (``serve.program_judge``) looks for to recognise this prompt.

@@ -23,7 +23,6 @@ Written by hand: the pairing rule is a few lines whose order and fallbacks must 
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import json
 import time
@@ -210,7 +209,9 @@ def policy_pairs(
     name = getattr(backend, "name", type(backend).__name__)
     if owned:
         del backend
-        _free_memory()
+        from posttrainlab.models.loading import free_memory
+
+        free_memory()
     if not pairs:
         raise BadInput(
             f"preference.source=policy: no pair from {counts['prompts']} prompts (k={cfg.k}; "
@@ -226,17 +227,6 @@ def policy_pairs(
     publish_pairs(out, PAIRS, SUMMARY)  # out/pairs/: the pairs as a dataset folder with its card
     print(f"dpo: {len(pairs)} on-policy pairs from {len(records)} prompts sampled in {seconds:.1f} s", flush=True)
     return pairs
-
-
-def _free_memory() -> None:
-    """Release the sampling model's memory (CPU, and the CUDA cache when there is one) before the trainer loads."""
-    gc.collect()
-    try:
-        import torch
-    except ImportError:
-        return
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
 
 
 __all__ = ["check_preference", "pair_answers", "policy_pairs", "sample_pairs"]

@@ -249,3 +249,16 @@ def load_causal_lm(path: str | os.PathLike, *, trust_remote_code: bool = False, 
     model.eval()
     prepare_tokenizer(tokenizer, model)
     return model, tokenizer
+
+
+def free_memory() -> None:
+    """Release a sampling model's memory (CPU, and the CUDA cache when there is one) before a trainer loads."""
+    import gc
+
+    gc.collect()
+    try:
+        import torch
+    except ImportError:
+        return
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()

@@ -1,131 +1,25 @@
-"""Score solutions step by step with a process reward model.
+"""Process reward models in one place: how a PRM reads a solution, its heads, loading, training examples and
+losses, and the scoring API.
 
     from posttrainlab.prm import PRM
     prm = PRM.from_pretrained("runs/prm-step")            # or a Qwen2.5-Math-PRM folder
     prm.score("What is 2 + 3?", ["2 + 3 = 5.", "Answer: 5"])   # -> [P(step 1 correct), P(step 2 correct)]
-    prm.score_batch([(question, steps), ...], batch_size=16)
 
-Hand-written because no library scores these checkpoints without remote code, and because the one
-thing a PRM scorer must get right is reading exactly the positions training labelled: the format and
-the heads come from ``posttrainlab.models.prm`` (``format_solution``), the same code the trainer uses.
+- ``spec``: ``PRMSpec``, how a PRM reads a solution (``prm_config.json``), and the list of heads; no torch;
+- ``format`` (and ``policy_format``): the one input format, a solution as the token sequence training and
+  scoring read;
+- ``heads``: the token-classification and verdict heads, Qwen2.5-Math-PRM's model class;
+- ``loading``: ``load_prm`` (scoring: every weight from the checkpoint) and ``load_for_training``;
+- ``examples``: rows of any step-level format as labelled token sequences; ``losses``: the step losses;
+- ``scoring``: ``PRM``, per-step P(correct) in one pass per solution; ``baseline``: the policy's own verifier,
+  a zero-training scorer with the same API.
 
-**One pass per solution.** With a causal model the logits at step k's separator depend only on the
-tokens up to it, so all steps of a solution are scored in one forward pass and the result equals
-scoring each prefix separately (``score_prefixes``; tests/prm check it, bench/bench_prm_scoring.py
-times it). A bidirectional encoder would let step k see later steps, so for one the scorer falls back
-to one sequence per prefix. Batches are right-padded (causal positions never see the padding that
-follows them; left padding would shift rotary positions) and sorted by length to waste little.
-
-Torch and transformers are imported only when a model is loaded, so ``import posttrainlab.prm`` is cheap.
+The trainer (``train.prm``, its recipe ``train.prm_recipe``) sits beside the other trainers, the evaluation run
+(``runners.prm_eval``) beside the other runners. docs/prm.md has the format, heads and losses. Torch and
+transformers are imported only by ``heads``, ``loading``, ``losses`` and when a model is loaded, so
+``import posttrainlab.prm`` is cheap.
 """
 
-from __future__ import annotations
-
-from collections.abc import Sequence
-
-from posttrainlab.errors import BadInput
+from posttrainlab.prm.scoring import PRM
 
 __all__ = ["PRM"]
-
-
-class PRM:
-    """A loaded PRM: ``score(question, steps) -> list[float]``, one probability of "correct" per step."""
-
-    def __init__(self, model, tokenizer, spec, device=None):
-        import torch
-
-        from posttrainlab.models.prm import is_causal, make_head
-
-        self.model, self.tokenizer, self.spec = model, tokenizer, spec
-        self.device = torch.device(device) if device is not None else next(model.parameters()).device
-        self.head = make_head(spec, tokenizer)
-        self.one_pass = is_causal(model.config)
-
-    @classmethod
-    def from_pretrained(cls, path, dtype: str = "float32", device=None, trust_remote_code: bool = False) -> PRM:
-        """Load a PRM folder or Hub id in any layout ``posttrainlab.models.prm.load_prm`` reads.
-
-        ``device``: ``None`` picks CUDA when available, else the CPU. ``dtype``: float32, bfloat16,
-        float16 or auto (the checkpoint's own); scores are computed in float32 from the logits.
-        A checkpoint lacking a weight the model needs (its head, say) or holding one in another shape
-        is ``BadInput`` naming them: scores come from the checkpoint's weights, never a random init.
-        """
-        import torch
-
-        from posttrainlab.models.prm import load_prm
-
-        model, tokenizer, spec = load_prm(path, dtype=dtype, trust_remote_code=trust_remote_code)
-        device = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
-        return cls(model.to(device), tokenizer, spec, device)
-
-    def score(self, question: str, steps: Sequence[str]) -> list[float]:
-        """P(correct) of each step of one solution (one forward pass for a causal model)."""
-        return self.score_batch([(question, steps)], batch_size=1)[0]
-
-    def score_prefixes(self, question: str, steps: Sequence[str]) -> list[float]:
-        """The slow reference: each prefix ``steps[:k+1]`` as its own sequence, read at its last separator."""
-        return self.score_prefixes_batch([(question, steps)], batch_size=1)[0]
-
-    def score_prefixes_batch(
-        self, items: Sequence[tuple[str, Sequence[str]]], batch_size: int = 8
-    ) -> list[list[float]]:
-        """``score_prefixes`` for many solutions, ``batch_size`` prefix sequences per forward pass."""
-        return self._score(items, batch_size=batch_size, one_pass=False)
-
-    def score_batch(self, items: Sequence[tuple[str, Sequence[str]]], batch_size: int = 8) -> list[list[float]]:
-        """``score`` for many ``(question, steps)`` pairs, ``batch_size`` sequences per forward pass."""
-        return self._score(items, batch_size=batch_size, one_pass=self.one_pass)
-
-    def _score(self, items, *, batch_size: int, one_pass: bool) -> list[list[float]]:
-        from posttrainlab.models.prm import encode_solution
-
-        if batch_size < 1:
-            raise BadInput(f"batch_size {batch_size}: must be at least 1")
-        out: list[list[float]] = []
-        units: list[tuple[int, list[int], list[tuple[int, int]]]] = []  # (item, ids, [(position, step)])
-        for i, item in enumerate(items):
-            question, steps = _check_item(i, item)
-            out.append([0.0] * len(steps))
-            try:
-                if one_pass and steps:
-                    enc = encode_solution(self.tokenizer, self.spec, question, steps)
-                    units.append((i, enc.input_ids, [(p, k) for k, p in enumerate(enc.separators)]))
-                else:
-                    for k in range(len(steps)):
-                        enc = encode_solution(self.tokenizer, self.spec, question, steps[: k + 1])
-                        units.append((i, enc.input_ids, [(enc.separators[-1], k)]))
-            except ValueError as e:
-                raise BadInput(f"solution {i}: {e}") from None
-        units.sort(key=lambda u: len(u[1]), reverse=True)
-        for start in range(0, len(units), batch_size):
-            chunk = units[start : start + batch_size]
-            probs = self._forward([u[1] for u in chunk])
-            for row, (i, _, reads) in enumerate(chunk):
-                for position, k in reads:
-                    out[i][k] = float(probs[row, position])
-        return out
-
-    def _forward(self, sequences: list[list[int]]):
-        """P(correct) at every position of a right-padded batch, as a float32 CPU tensor ``[B, T]``."""
-        import torch
-
-        width = max(len(s) for s in sequences)
-        pad = self.tokenizer.pad_token_id
-        ids = torch.full((len(sequences), width), pad, dtype=torch.long)
-        mask = torch.zeros((len(sequences), width), dtype=torch.long)
-        for r, seq in enumerate(sequences):
-            ids[r, : len(seq)] = torch.tensor(seq)
-            mask[r, : len(seq)] = 1
-        with torch.inference_mode():
-            logits = self.head.logits(self.model, ids.to(self.device), mask.to(self.device))
-            return torch.softmax(logits.float(), dim=-1)[..., 1].cpu()
-
-
-def _check_item(i: int, item) -> tuple[str, list[str]]:
-    try:
-        question, steps = item
-    except (TypeError, ValueError):
-        raise BadInput(f"solution {i}: expected a (question, steps) pair") from None
-    if not isinstance(question, str) or isinstance(steps, str) or not all(isinstance(s, str) for s in steps):
-        raise BadInput(f"solution {i}: expected a question string and a list of step strings")
-    return question, list(steps)

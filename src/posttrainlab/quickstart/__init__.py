@@ -24,7 +24,7 @@ The package: ``config`` (``QuickstartConfig``, presets, ``place``), ``plan`` (th
 
 from posttrainlab.quickstart.config import (
     PRESET_DIR,
-    BeamSettings,
+    BeamStage,
     EvalSettings,
     ProcessSettings,
     QuickstartConfig,
@@ -45,7 +45,7 @@ __all__ = [
     "PRESET_DIR",
     "STAGES",
     "STAGE_LOG",
-    "BeamSettings",
+    "BeamStage",
     "EvalSettings",
     "ProcessSettings",
     "QuickstartConfig",

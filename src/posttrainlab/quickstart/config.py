@@ -1,44 +1,56 @@
 """The quickstart's settings: ``QuickstartConfig`` (every stage's recipe), the presets, and where each stage writes.
 
 A preset is a YAML file in ``configs/quickstart/`` over these defaults, then ``key=value`` overrides
-(``posttrainlab.config.load_config``; docs/design.md "One config regime").
+(``posttrainlab.config.load_config``; docs/design.md "One config regime"). Training stages take the recipes of
+``train``; the evaluation stages the runners' settings (``runners.settings``), held here (``eval`` is a
+``PolicyEvalSettings``, ``process.beam`` a ``BeamSettings``) or built from the ``process.bon_*`` keys
+(``ProcessSettings.best_of_n``), with the defaults written there.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from posttrainlab.config import SHIPPED
 from posttrainlab.data.arith.prm_labels import ArithPRMOptions
+from posttrainlab.runners.settings import BeamSettings, BestOfNSettings, PolicyEvalSettings
 from posttrainlab.train.pretrain import PretrainConfig
 from posttrainlab.train.prm_recipe import PRMDataConfig, PRMRecipe
 from posttrainlab.train.recipes import DPORecipe, GRPORecipe, OptimConfig, RFTRecipe, SFTRecipe
 
 
 @dataclass
-class EvalSettings:
-    """Policy evaluation in the quickstart."""
+class EvalSettings(PolicyEvalSettings):
+    """Policy evaluation in the quickstart: ``runners.settings.PolicyEvalSettings`` (every field of ``posttrain eval
+    policy``) with the quickstart's own defaults, and ``eval_base``. A DPO policy's pairs are ranked against the SFT
+    model with ``dpo.beta`` (the plan sets both), so ``beta`` stays unset here."""
 
     split: str = "test"
-    limit: int | None = None  # None = all 500 test problems
     batch_size: int = 64
     max_new_tokens: int = 48
-    preference_split: str | None = "preference_test"
-    eval_base: bool = False  # also evaluate the base model (it has never seen the prompt format)
-    # K > 1: also K samples per problem at sample_temperature: pass@1 (mean over the K) and maj@K beside greedy
-    # accuracy (eval.sampled), paired against SFT in the report; 0 = greedy only
-    samples: int = 0
+    # samples K > 1: also K samples per problem at sample_temperature: pass@1 (mean over the K) and maj@K beside
+    # greedy accuracy (eval.sampled), paired against SFT in the report; 0 = greedy only
     sample_temperature: float = 1.0
+    eval_base: bool = False  # also evaluate the base model (it has never seen the prompt format)
 
     def check(self) -> None:
-        """``BadInput`` for a negative ``samples`` or a ``sample_temperature`` that is not above 0."""
+        """``BadInput`` for a negative ``samples``, a ``sample_temperature`` that is not above 0, a ``beta`` (the
+        quickstart's is ``dpo.beta``), and what ``PolicyEvalSettings.check`` refuses."""
         from posttrainlab.errors import BadInput
 
         if self.samples < 0:
             raise BadInput(f"samples={self.samples}: must be >= 0 (0: greedy only)")
         if not self.sample_temperature > 0:
             raise BadInput(f"sample_temperature={self.sample_temperature}: must be greater than 0")
+        if self.beta != PolicyEvalSettings.beta:
+            raise BadInput(f"beta={self.beta}: the quickstart ranks a DPO policy's pairs with dpo.beta; set that")
+        super().check()
+
+    def policy_settings(self, beta: float) -> PolicyEvalSettings:
+        """What ``evaluate_policy`` runs with: these settings, a DPO policy's pairs ranked with ``beta``."""
+        return PolicyEvalSettings(**{f.name: getattr(self, f.name) for f in fields(PolicyEvalSettings)} | {
+            "beta": beta})  # fmt: skip
 
 
 #: the value of a path the quickstart sets itself, inside the run folder (``place``)
@@ -50,20 +62,23 @@ def _prm_data() -> PRMDataConfig:
 
 
 @dataclass
-class BeamSettings:
-    """PRM-guided step-level beam search on the best-of-N problems (``eval.beam_search``; docs/prm-eval.md)."""
+class BeamStage(BeamSettings):
+    """PRM-guided step-level beam search in the quickstart: ``runners.settings.BeamSettings`` (docs/prm-eval.md) on
+    the best-of-N problems (its ``limit`` is ``process.bon_limit``), and ``enabled: false`` to skip it."""
 
     enabled: bool = True
-    beams: int = 4  # B beams kept after every step
-    proposals: int = 4  # M continuations of one step per beam (B x M = 16: best-of-16's token budget)
-    max_steps: int = 8
-    temperature: float = 0.8
-    aggregation: str = "last"  # a beam's score: its last step's (search-and-learn) or its lowest step's ("min")
+
+    def check(self) -> None:
+        from posttrainlab.errors import BadInput
+
+        if self.limit is not None:
+            raise BadInput(f"limit={self.limit}: beam search runs on the best-of-N problems; set process.bon_limit")
+        super().check()
 
 
 @dataclass
 class ProcessSettings:
-    """The process-supervision stages: arith-prm from the SFT policy, a step PRM, its eval, best-of-N."""
+    """The process-supervision stages: arith-prm from the SFT policy, a step PRM, its eval, best-of-N, beam search."""
 
     enabled: bool = True
     k: int = 4  # arith-prm: samples per prompt
@@ -82,10 +97,20 @@ class ProcessSettings:
             optim=OptimConfig(epochs=2, learning_rate=1e-4, batch_size=16, logging_steps=10, save_steps=100),
         )
     )
-    bon_n: int = 16  # best-of-N: samples per test problem (ns = 1, 2, 4, ... up to bon_n)
-    bon_limit: int | None = None  # None = all 500 test problems
-    bon_temperature: float = 0.8
-    beam: BeamSettings = field(default_factory=BeamSettings)
+    # best-of-N (runners.settings.BestOfNSettings: n, limit, temperature; the rest its defaults, best_of_n()):
+    bon_n: int = BestOfNSettings.n  # samples per test problem (ns = 1, 2, 4, ... up to bon_n)
+    bon_limit: int | None = BestOfNSettings.limit  # None = all 500 test problems
+    bon_temperature: float = BestOfNSettings.temperature
+    beam: BeamStage = field(default_factory=BeamStage)
+
+    def best_of_n(self) -> BestOfNSettings:
+        """The best-of-N stage's settings."""
+        return BestOfNSettings(n=self.bon_n, limit=self.bon_limit, temperature=self.bon_temperature)
+
+    def beam_search(self) -> BeamSettings:
+        """The beam-search stage's settings: ``beam``'s, on the best-of-N problems (``bon_limit``)."""
+        return BeamSettings(**{f.name: getattr(self.beam, f.name) for f in fields(BeamSettings)} | {
+            "limit": self.bon_limit})  # fmt: skip
 
 
 @dataclass

@@ -15,7 +15,7 @@ stages it adds: none (switched off), one, or several (one per method and seed). 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -90,32 +90,36 @@ def base_stage(cfg: QuickstartConfig) -> tuple[str, ...]:
     return ("import",) if is_import_source(cfg.base_model) else ()
 
 
+#: the fields of the eval and beam sections a stage record held before they were the runners' settings classes; any
+#: other field is recorded only when it is set (not its default), so a run folder recorded before stays current
+EVAL_RECORDED = ("split", "limit", "batch_size", "max_new_tokens", "preference_split", "eval_base", "samples",
+                 "sample_temperature")  # fmt: skip
+BEAM_RECORDED = ("enabled", "beams", "proposals", "max_steps", "temperature", "aggregation")
+
+
+def recorded(settings: Any, keys: tuple[str, ...]) -> dict[str, Any]:
+    """``keys`` of a settings dataclass, and every other field whose value is not its default (``EVAL_RECORDED``)."""
+    default = type(settings)()
+    out = {k: getattr(settings, k) for k in keys}
+    out.update({f.name: getattr(settings, f.name) for f in fields(settings)
+                if f.name not in keys and getattr(settings, f.name) != getattr(default, f.name)})  # fmt: skip
+    return out
+
+
 def _eval(r: Run, name: str, after: tuple[str, ...]) -> Stage:
-    from posttrainlab.eval.policy import evaluate_policy
+    from posttrainlab.runners.policy import evaluate_policy
 
     e, target, model = r.cfg.eval, r.layout.eval_dir(name), r.layout.model(name)
     ref = r.layout.model("sft") if name.startswith("dpo") else None
     if name == "base":
         model = r.layout.base
+    settings = e.policy_settings(beta=r.cfg.dpo.beta)
 
     def go() -> None:
-        evaluate_policy(
-            str(model),
-            str(r.layout.data),
-            target,
-            split=e.split,
-            limit=e.limit,
-            batch_size=e.batch_size,
-            max_new_tokens=e.max_new_tokens,
-            preference_split=e.preference_split,
-            ref_model=str(ref) if ref else None,
-            beta=r.cfg.dpo.beta,
-            n_samples=max(1, e.samples),
-            sample_temperature=e.sample_temperature,
-        )
+        evaluate_policy(str(model), str(r.layout.data), target, settings, ref_model=str(ref) if ref else None)
 
-    settings = {"eval": asdict(e), "beta": r.cfg.dpo.beta if ref else None}
-    return Stage(f"eval-{name}", go, settings, marker=target / METRICS, after=after, folder=target)
+    recorded_settings = {"eval": recorded(e, EVAL_RECORDED), "beta": r.cfg.dpo.beta if ref else None}
+    return Stage(f"eval-{name}", go, recorded_settings, marker=target / METRICS, after=after, folder=target)
 
 
 def _eval_base(r: Run) -> list[Stage]:
@@ -164,8 +168,8 @@ def _process(r: Run) -> list[Stage]:
     p, L = r.cfg.process, r.layout
     if not p.enabled:
         return []
-    from posttrainlab.eval import beam_search, best_of_n, prm_eval
     from posttrainlab.label.arith_prm import build
+    from posttrainlab.runners import beam_search, best_of_n, prm_eval
     from posttrainlab.train.prm import train_prm
 
     policy = L.model("sft")
@@ -210,9 +214,7 @@ def _process(r: Run) -> list[Stage]:
         ),
         Stage(
             "best-of-n",
-            lambda: best_of_n.run(
-                policy, L.prm, L.data, L.best_of_n, n=p.bon_n, limit=p.bon_limit, temperature=p.bon_temperature
-            ),
+            lambda: best_of_n.run(policy, L.prm, L.data, L.best_of_n, p.best_of_n()),
             {"n": p.bon_n, "limit": p.bon_limit, "temperature": p.bon_temperature},
             marker=L.best_of_n / BON,
             after=("prepare", "sft", "prm"),
@@ -220,24 +222,11 @@ def _process(r: Run) -> list[Stage]:
         ),
     ]
     if p.beam.enabled:
-        b = p.beam
         stages.append(
             Stage(
                 "beam-search",
-                lambda: beam_search.run(
-                    policy,
-                    L.prm,
-                    L.data,
-                    L.beam_search,
-                    beams=b.beams,
-                    proposals=b.proposals,
-                    max_steps=b.max_steps,
-                    temperature=b.temperature,
-                    aggregation=b.aggregation,
-                    limit=p.bon_limit,
-                    best_of_n=L.best_of_n,
-                ),
-                {"beam": asdict(b), "limit": p.bon_limit},
+                lambda: beam_search.run(policy, L.prm, L.data, L.beam_search, p.beam_search(), best_of_n=L.best_of_n),
+                {"beam": recorded(p.beam, BEAM_RECORDED), "limit": p.bon_limit},
                 marker=L.beam_search / BEAM,
                 after=("prepare", "sft", "prm", "best-of-n"),
                 folder=L.beam_search,

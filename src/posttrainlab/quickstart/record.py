@@ -154,9 +154,11 @@ def _differences(old: dict, new: dict) -> str:
 
 
 def model_hashes(folder: Path, layout: RunLayout) -> dict[str, str]:
-    """The SHA-256 of each weights file (``*.safetensors``, ``*.bin``) in ``folder``, by ``OUT/…`` path."""
+    """The SHA-256 of each weights file (``*.safetensors``, ``pytorch_model*.bin``) in ``folder``, by ``OUT/…`` path
+    (``training_args.bin`` and the other files a trainer saves are not weights)."""
     from posttrainlab.data.manifest import sha256_file
 
     folder = Path(folder)
-    files = sorted(p for pattern in ("*.safetensors", "*.bin") for p in folder.glob(pattern) if p.is_file())
+    weights = ("*.safetensors", "pytorch_model*.bin")
+    files = sorted(p for pattern in weights for p in folder.glob(pattern) if p.is_file())
     return {layout.relative(p) if layout.relative(p).startswith("OUT/") else str(p): sha256_file(p) for p in files}

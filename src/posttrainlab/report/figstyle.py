@@ -1,7 +1,7 @@
 """The house style of every figure the lab writes: size, resolution, fonts, labels, panel grids.
 
 One place for what makes a figure one you would share (issue #17), used by the report's plots
-(``posttrainlab.report.plots``) and the PRM evaluation's (``posttrainlab.eval.prm_plots``):
+(``posttrainlab.report.plots``) and the PRM evaluation's (``posttrainlab.runners.prm_plots``):
 
 - 150 dpi (``_DPI``); the PNG's pHYs chunk says so;
 - no text under ``FONT_MIN`` (8 pt) at the drawn size, and no figure wider than ``MAX_WIDTH_IN``, so

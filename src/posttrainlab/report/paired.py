@@ -29,11 +29,12 @@ from pathlib import Path
 from typing import Any
 
 from posttrainlab.errors import BadInput
-from posttrainlab.eval.compare import best_of_n_outcomes, describe, p_value, paired, points, read_outcomes, verdict
+from posttrainlab.eval.compare import describe, p_value, paired, points, verdict
 from posttrainlab.report.format import pct, value
 from posttrainlab.report.plots import finite, method_label, sub
 from posttrainlab.report.render import Block, heading, paragraph, table
 from posttrainlab.run_layout import BEAM, BON, OUTCOMES, SAMPLES, SCORES, RunLayout
+from posttrainlab.runners.compare import best_of_n_outcomes, read_outcomes
 
 SEEDED = re.compile(r"^(?P<method>.+)-s(?P<k>[1-9][0-9]*)$")
 

@@ -23,12 +23,23 @@ from typing import Any, NamedTuple
 
 from posttrainlab.data.arith.corrupt import CORRUPTIONS
 from posttrainlab.data.arith.problems import CATEGORIES
-from posttrainlab.report.figstyle import FONT, FONT_MIN, figure, grid_of, grid_shape, rendered, style, wrap
+from posttrainlab.report.figstyle import (
+    FONT,
+    FONT_MIN,
+    MAX_WIDTH_IN,
+    figure,
+    grid_of,
+    grid_shape,
+    rendered,
+    style,
+    wrap,
+)
 
-METHODS = ("base", "sft", "dpo", "dpo-policy", "grpo")
+METHODS = ("base", "sft", "sft-continued", "dpo", "dpo-policy", "grpo", "rft")
 OUTCOMES = ("correct", "wrong_answer", "missing_answer", "malformed")
 METHOD_COLORS = {"base": "#9e9e9e", "sft": "#1f77b4", "dpo": "#ff7f0e", "dpo-policy": "#8c564b", "grpo": "#2ca02c",
-                 "prm": "#9467bd"}  # fmt: skip
+                 "prm": "#9467bd", "rft": "#17becf", "sft-continued": "#aec7e8"}  # fmt: skip
+OTHER_COLOR = "#444444"  # a method with no colour of its own (a seed folder, a method added later)
 OUTCOME_COLORS = {"correct": "#2ca02c", "wrong_answer": "#d62728", "missing_answer": "#ff9f1c", "malformed": "#7f7f7f"}
 # What each stage's curves show: TRL's log keys (GRPO's frac_reward_zero_std = share of groups whose
 # rewards are all equal, i.e. groups with no learning signal). Keys a log lacks are skipped.
@@ -105,12 +116,13 @@ def sub(obj: Any, key: str) -> dict:
 def method_label(method: str) -> str:
     """``"grpo"`` -> ``"GRPO"``, ``"dpo-policy"`` -> ``"DPO-policy"`` (on-policy pairs); others are kept as they are.
 
-    >>> method_label("dpo"), method_label("dpo-policy"), method_label("base")
-    ('DPO', 'DPO-policy', 'base')
+    >>> method_label("dpo"), method_label("dpo-policy"), method_label("sft-continued"), method_label("base")
+    ('DPO', 'DPO-policy', 'SFT-continued', 'base')
     """
-    if method == "dpo-policy":
-        return "DPO-policy"
-    return method.upper() if method in ("sft", "dpo", "grpo") else method
+    head, _, tail = method.partition("-")
+    if head in ("sft", "dpo", "grpo", "rft"):
+        return head.upper() + (f"-{tail}" if tail else "")
+    return method
 
 
 def ordered(names: Iterable[str], preferred: Sequence[str]) -> list[str]:
@@ -182,7 +194,7 @@ def training_figure(stage: str, rows: Sequence[dict]):
         return None
     n_rows, cols = grid_shape(len(panels))
     fig = figure(2.9 * cols + 0.4, 2.6 * n_rows + 0.3)
-    color = METHOD_COLORS.get(stage, "#444444")
+    color = METHOD_COLORS.get(stage, OTHER_COLOR)
     for ax, panel in zip(grid_of(fig, len(panels)), panels, strict=True):
         for curve in panel.curves:
             xs, ys = curve.xs, curve.ys
@@ -237,7 +249,7 @@ def _grouped_bars(ax, groups: list[str], bars: dict[str, list[Stat | None]], yla
             yerr=err,
             capsize=2,
             error_kw={"linewidth": 0.8},
-            color=METHOD_COLORS.get(method),
+            color=METHOD_COLORS.get(method, OTHER_COLOR),
             label=method_label(method),
         )
     ax.set_xticks(range(len(groups)), [wrap(g) for g in groups])
@@ -292,7 +304,7 @@ def outcome_shares_figure(metrics: dict[str, dict]):
     if not shares:
         return None
     kinds = ordered({k for out in shares.values() for k in out}, OUTCOMES)
-    fig = figure(1.3 * len(shares) + 3.0, 3.0)
+    fig = figure(min(MAX_WIDTH_IN, 1.3 * len(shares) + 3.0), 3.0)  # seven methods and more share the page's width
     ax = fig.subplots()
     bottom = [0.0] * len(shares)
     for kind in kinds:
@@ -302,7 +314,7 @@ def outcome_shares_figure(metrics: dict[str, dict]):
             if v >= 8:
                 ax.text(i, bottom[i] + v / 2, f"{v:.0f}%", ha="center", va="center", fontsize=FONT_MIN, color="white")
         bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
-    ax.set_xticks(range(len(shares)), [method_label(m) for m in shares])
+    ax.set_xticks(range(len(shares)), [wrap(method_label(m), 10) for m in shares])
     ax.set_ylim(0, 100)
     style(ax, ylabel="% of test problems", title="Outcome types", grid="y")
     names = [k.replace("_", " ") for k in kinds]
@@ -340,13 +352,18 @@ def preference_figure(metrics: dict[str, dict]):
     if not bars:
         return None
     margins = {k: p["mean_margin"] for k, p in prefs.items() if k in bars and finite(p.get("mean_margin"))}
-    fig = figure(8.6 if margins else 7.8, 3.4)
-    acc, mar = fig.subplots(1, 2, width_ratios=[4, 1.3]) if margins else (fig.subplots(), None)
+    if len(margins) > 3:  # more ticks than a side panel holds: the margins get a row of their own
+        fig = figure(8.6, 6.8)
+        acc, mar = fig.subplots(2, 1)
+    else:
+        fig = figure(8.6 if margins else 7.8, 3.4)
+        acc, mar = fig.subplots(1, 2, width_ratios=[4, 1.3]) if margins else (fig.subplots(), None)
     _grouped_bars(acc, ["all pairs", *corrs], bars, "pairs ranked right (%)")
     acc.axhline(50, color="#555555", linewidth=0.8, linestyle="--")
     style(acc, title="Preference accuracy (chosen above rejected; dashed: chance)", grid="y")
     if mar is not None:
-        mar.bar(range(len(margins)), list(margins.values()), 0.6, color=[METHOD_COLORS.get(m) for m in margins])
+        colors = [METHOD_COLORS.get(m, OTHER_COLOR) for m in margins]
+        mar.bar(range(len(margins)), list(margins.values()), 0.6, color=colors)
         mar.axhline(0, color="#555555", linewidth=0.8)
         mar.set_xticks(range(len(margins)), [margin_label(m, prefs[m]) for m in margins])
         style(mar, ylabel="mean margin (nats)", title="Mean margin", grid="y")

@@ -20,7 +20,7 @@ from posttrainlab.run_layout import RunLayout
 
 def sampled_section(run_dir: str | Path, metrics: dict[str, dict]) -> list[Block]:
     """Blocks for every evaluation with sampled metrics (none when there is none)."""
-    from posttrainlab.eval.sampled_compare import sampled_comparison
+    from posttrainlab.runners.compare import sampled_comparison
 
     sampled = {m: sub(v, "sampled") for m, v in metrics.items() if sub(v, "sampled")}
     if not sampled:

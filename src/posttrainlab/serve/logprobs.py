@@ -11,7 +11,7 @@ What is reported, and why:
   than the sampler's per-step numbers: the sampler (``generation.shared_prefix``) records only the drawn
   token's log-probability, while clients ask for the top ``k`` and, with ``echo``, for the prompt's own
   tokens (lm-evaluation-harness's log-likelihood requests are exactly that). Rows are left-padded with
-  position ids from the mask (a padded row scores what it would alone, as ``eval.policy.sequence_logprobs``
+  position ids from the mask (a padded row scores what it would alone, as ``runners.policy.sequence_logprobs``
   does) and batched by a budget of scored positions, so a long prompt of a 49k-token vocabulary does
   not hold gigabytes of logits. It runs in the batcher's worker thread, between generation calls.
 - **OpenAI's shapes**: chat's ``choices[].logprobs.content = [{token, logprob, bytes, top_logprobs}]``

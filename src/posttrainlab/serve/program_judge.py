@@ -16,7 +16,7 @@ It reads the problem and the solution out of the prompt (the text after ``Proble
   (``Answer: <HAL>46</HAL>``), and the whole line otherwise (other operands, prose, a malformed line).
   A solution whose claims are all true but that lacks the answer line has its last line marked, as
   ``steps.first_error`` labels it;
-- **the judge-evaluation prompt** (``eval.judge_client.build_messages``, recognised by its
+- **the judge-evaluation prompt** (``runners.judge_client.build_messages``, recognised by its
   ``"hallucination list"`` key): ``{"hallucination list": [...]}`` listing each wrong line whole (a whole
   line is located unambiguously in the response; a bare number might occur earlier).
 
@@ -41,9 +41,9 @@ from dataclasses import dataclass
 
 from posttrainlab.data.arith.steps import ANSWER_LINE, CALC_LINE, parse_question, step_verdicts
 from posttrainlab.data.formats.hal import NO_HALLUCINATIONS, Span, insert_hal
-from posttrainlab.eval.judge_client import HALLUCINATION_KEY
 from posttrainlab.generation import Prompt
 from posttrainlab.label.annotate import PROMPT_MARKER
+from posttrainlab.runners.judge_client import HALLUCINATION_KEY
 
 REFUSAL = "ArithProgramJudge: {why}; no judgement given."
 _SECTIONS = re.compile(r"Problem:\n(?P<problem>.*?)\n\nSolution:\n(?P<solution>.*)\Z", re.S)

@@ -10,7 +10,6 @@ policy (or takes the backend given), makes the rows once and writes ``OUT/<name>
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import json
 import time
@@ -95,6 +94,8 @@ def sampled_rows(
     backend_name = getattr(backend, "name", type(backend).__name__)
     if owned:
         del backend
+        from posttrainlab.models.loading import free_memory
+
         free_memory()
     rows, counts = make(records, graded)
     counts = {"rows": len(rows), **counts}
@@ -104,17 +105,6 @@ def sampled_rows(
     write_text(out / f"{name}.json", json.dumps(summary, indent=2) + "\n")
     print(f"{name}: {len(rows)} rows from {len(records)} prompts x {cfg.k} samples in {seconds:.1f} s", flush=True)
     return rows, counts
-
-
-def free_memory() -> None:
-    """Release a sampling model's memory (CPU, and the CUDA cache when there is one) before the trainer loads."""
-    gc.collect()
-    try:
-        import torch
-    except ImportError:
-        return
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
 
 
 def outcome_counts(graded: list[list[dict]]) -> dict[str, int]:

@@ -8,10 +8,12 @@ r"""Train a process reward model on ``transformers.Trainer`` (``posttrain train 
 
 Hand-written because TRL removed its PRMTrainer. What ``transformers.Trainer`` brings unchanged:
 checkpoints, resume (``common.check_run``), accelerate, logging. What is ours: the data
-(``prm_examples``: one sequence per solution, a label on each separator), the two heads
-(``models.prm``: token classification or a verdict token) and the losses (``prm_losses``: hard,
+(``prm.examples``: one sequence per solution, a label on each separator), the two heads
+(``prm.heads``: token classification or a verdict token) and the losses (``prm.losses``: hard,
 class-weighted or soft-target cross-entropy), wired in through ``compute_loss``; the head's own learning rate
-and the backbone freeze (``prm_optim``), wired in through ``create_optimizer`` / ``create_scheduler``.
+and the backbone freeze (``train.prm_optim``), wired in through ``create_optimizer`` / ``create_scheduler``.
+The PRM itself (format, heads, loading, examples, losses, scoring) is ``posttrainlab.prm``'s; this module is the
+trainer, beside the other trainers.
 
 The run folder holds the model and tokenizer in Hugging Face format plus ``prm_config.json`` (head,
 separator, format, input format; ``no_answer_step`` when the rows hold arith-prm's explicit missing-answer
@@ -27,6 +29,8 @@ from pathlib import Path
 
 from posttrainlab.data.arith.prm_labels import NO_ANSWER_STEP
 from posttrainlab.errors import BadInput
+from posttrainlab.prm.examples import make_examples, read_items
+from posttrainlab.prm.losses import IGNORE, prm_loss
 from posttrainlab.train.common import (
     check_run,
     log_callback,
@@ -35,8 +39,6 @@ from posttrainlab.train.common import (
     run_trainer,
     trainer_kwargs,
 )
-from posttrainlab.train.prm_examples import make_examples, read_items
-from posttrainlab.train.prm_losses import IGNORE, prm_loss
 from posttrainlab.train.prm_recipe import PRMRecipe
 
 log = logging.getLogger(__name__)
@@ -109,7 +111,7 @@ def _trainer_class():
             self.spec = spec
 
         def on_save(self, args, state, control, **kwargs):
-            from posttrainlab.models.prm_spec import write_spec
+            from posttrainlab.prm.spec import write_spec
 
             folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
             if state.is_world_process_zero and folder.is_dir():
@@ -142,7 +144,9 @@ def build_trainer(recipe: PRMRecipe):
 
     TrainingArguments = config_class()
 
-    from posttrainlab.models.prm import DEFAULT_SYSTEM, is_causal, load_for_training, make_head
+    from posttrainlab.prm.heads import is_causal, make_head
+    from posttrainlab.prm.loading import load_for_training
+    from posttrainlab.prm.spec import DEFAULT_SYSTEM
 
     recipe.check()
     data = recipe.dataset
@@ -228,7 +232,7 @@ def build_trainer(recipe: PRMRecipe):
 def train_prm(recipe: PRMRecipe, existing: str = "check") -> Path:
     """Check the run folder, the data and the model; then write ``recipe.yaml``, train (resuming when a checkpoint
     exists, ``common.check_run``) and save the model with its ``prm_config.json``."""
-    from posttrainlab.models.prm_spec import write_spec
+    from posttrainlab.prm.spec import write_spec
 
     start = check_run(recipe, existing)
     trainer, n, spec = build_trainer(recipe)

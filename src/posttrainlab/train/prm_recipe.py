@@ -13,7 +13,7 @@ from typing import Any
 
 from posttrainlab.data.formats.registry import FORMATS
 from posttrainlab.errors import BadInput
-from posttrainlab.models.prm_spec import HEADS, INPUT_FORMATS
+from posttrainlab.prm.spec import HEADS, INPUT_FORMATS
 from posttrainlab.train.recipes import LoraSwitch, OptimConfig, at_least, check_run_settings
 
 SUPERVISION = ("step", "span", "soft")

@@ -13,8 +13,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from posttrainlab.eval.judge_client import Completion
 from posttrainlab.label.mc.scripted import ScriptedArithPolicy
+from posttrainlab.runners.judge_client import Completion
 from posttrainlab.serve.program_judge import ArithProgramJudge
 
 

@@ -11,8 +11,8 @@ from posttrainlab.data.formats.mc_value import validate_mc
 from posttrainlab.data.formats.readers import iter_rows
 from posttrainlab.errors import BadInput
 from posttrainlab.label.mc import FirstZeroSearch, MCConfig, OutputConfig, load_problems, run_mc
-from posttrainlab.train.prm_examples import read_items
-from posttrainlab.train.prm_losses import IGNORE
+from posttrainlab.prm.examples import read_items
+from posttrainlab.prm.losses import IGNORE
 from posttrainlab.train.prm_recipe import PRMDataConfig
 
 Q = "What is 437 + 309 - 125?"

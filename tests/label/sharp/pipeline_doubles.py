@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from posttrainlab.data.arith.corrupt import CORRUPTIONS, corrupt
 from posttrainlab.data.arith.steps import parse_question
-from posttrainlab.eval.judge_client import Completion, EndpointError
+from posttrainlab.runners.judge_client import Completion, EndpointError
 from posttrainlab.serve.program_judge import ArithProgramJudge
 
 

@@ -10,9 +10,9 @@ from pipeline_doubles import ProgramClient, StubClient
 
 from posttrainlab.data.jsonl import read_jsonl, write_jsonl
 from posttrainlab.errors import BadInput
-from posttrainlab.eval.judge_client import EndpointError, RetryPolicy
 from posttrainlab.label.annotate import AnnotateConfig, load_solutions, run_annotate
 from posttrainlab.label.sharp_build import build_sharp
+from posttrainlab.runners.judge_client import EndpointError, RetryPolicy
 
 Q = "What is 351 - 148 + 56?"
 RIGHT = ["351 - 148 = 203", "203 + 56 = 259", "Answer: 259"]

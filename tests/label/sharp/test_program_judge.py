@@ -11,11 +11,11 @@ from posttrainlab.data.arith.problems import CATEGORIES, draw
 from posttrainlab.data.arith.steps import first_error, parse_question, split_steps
 from posttrainlab.data.formats.sharp import span_piece_labels
 from posttrainlab.eval.agreement import cohen_kappa
-from posttrainlab.eval.judge_client import build_messages as judge_messages
-from posttrainlab.eval.judge_client import parse_hallucination_list
 from posttrainlab.generation import SamplingBackend
 from posttrainlab.label.annotate import build_messages, solution_text
 from posttrainlab.label.repair import annotation_pieces, verify
+from posttrainlab.runners.judge_client import build_messages as judge_messages
+from posttrainlab.runners.judge_client import parse_hallucination_list
 from posttrainlab.serve.program_judge import REFUSAL, ArithProgramJudge
 
 Q = (

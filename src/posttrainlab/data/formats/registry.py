@@ -8,7 +8,7 @@ one entry. A validator takes an iterable of rows and yields ``(row_index, reason
 carries a label (not cut after the first error) and raises ``ValueError`` with the validator's reason
 for a bad row. mc-value has none: a row is one prefix's value, and which steps it covers depends on
 a file-wide convention (``step_idx``), so the PRM trainer builds its items per trace
-(``train.prm_examples``).
+(``prm.examples``).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ after the first error, and their labels, are gone.
 
 ``StepRow`` is the one in-memory row every step-level reader returns: each format's ``*_steps``
 function (``registry.FORMATS[name].to_steps``) reads a row of that format into one, and PRM training
-(``train.prm_examples``) and PRM evaluation (``eval.prm_eval``) read nothing else.
+(``prm.examples``) and PRM evaluation (``runners.prm_eval``) read nothing else.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ class StepRow:
 
     ``labels[i]`` is 1 for a sound step and 0 for a faulty one (ints, as every ``*_steps`` reader
     returns them); a PRM training item holds float targets here instead (an MC value V in [0, 1], or
-    ``train.prm_losses.IGNORE`` where a step has no target), and ``targets`` is the trainer's name for
+    ``prm.losses.IGNORE`` where a step has no target), and ``targets`` is the trainer's name for
     the same list. ``spans`` (span view only): per step, the ``<HAL>`` character spans as offsets into
     that step's own text. ``id``: the input row's ``id`` when it has one (``eval prm`` writes it back).
     """

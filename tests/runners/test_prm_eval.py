@@ -8,14 +8,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from prm_eval_fakes import FakeBackend, OracleScorer, TableScorer
 
 from posttrainlab.data.jsonl import read_jsonl
 from posttrainlab.errors import BadInput
-from posttrainlab.eval.prm_eval import detect_format, read_eval_rows, run, score_items, to_eval_row
 from posttrainlab.eval.prm_metrics import prm_metrics
+from posttrainlab.runners.prm_eval import detect_format, read_eval_rows, run, score_items, to_eval_row
+from posttrainlab.runners.settings import PRMEvalSettings
+from prm_eval_fakes import FakeBackend, OracleScorer, TableScorer
 
-ASSETS = Path(__file__).resolve().parents[2] / "assets" / "formats"
+ASSETS = Path(__file__).resolve().parents[1] / "assets" / "formats"
 POSTTRAIN = [sys.executable, "-m", "posttrainlab"]
 
 
@@ -68,7 +69,7 @@ TABLE = {("q1", "s1"): [0.95, 0.6, 0.3], ("q2", "t1"): [0.85, 0.45], ("q3", "u1"
 
 
 def test_run_with_a_fake_scorer(tmp_path):
-    """The scores of tests/eval/prm/test_prm_metrics.py, through the runner: same metrics, files written."""
+    """The scores of tests/eval/test_prm_metrics.py, through the runner: same metrics, files written."""
     data = write_rows(tmp_path / "steps.jsonl", STEP_ROWS)
     out = tmp_path / "eval"
     m = run("fake-prm", data, out, scorer=TableScorer(TABLE), progress=False)
@@ -143,7 +144,7 @@ def test_bad_input(tmp_path):
     with pytest.raises(BadInput, match="no step-level format"):
         run("x", other, tmp_path / "o", scorer=OracleScorer(), progress=False)
     with pytest.raises(BadInput, match="mc-value holds no step labels"):
-        run("x", data, tmp_path / "o", fmt="mc-value", scorer=OracleScorer(), progress=False)
+        run("x", data, tmp_path / "o", PRMEvalSettings(format="mc-value"), scorer=OracleScorer(), progress=False)
     with pytest.raises(BadInput, match="no such file"):
         run("x", tmp_path / "none.jsonl", tmp_path / "o", scorer=OracleScorer(), progress=False)
     assert not (tmp_path / "o").exists()

@@ -19,12 +19,9 @@ from typer.testing import CliRunner
 from posttrainlab.cli.evaluate import eval_app
 from posttrainlab.errors import BadInput
 from posttrainlab.eval.intervals import pass_at_k, wilson_interval
-from posttrainlab.eval.policy import (
-    evaluate_policy,
-    preference_margins,
-    preference_metrics,
-    sequence_logprobs,
-)
+from posttrainlab.eval.policy import preference_margins, preference_metrics
+from posttrainlab.runners.policy import evaluate_policy, sequence_logprobs
+from posttrainlab.runners.settings import PolicyEvalSettings
 from tiny_models import one_torch_thread
 
 TINY = {
@@ -108,7 +105,9 @@ def test_metrics_by_hand(handmade, tmp_path):
     """
     backend = FakeBackend()
     out = tmp_path / "eval"
-    metrics = evaluate_policy("fake-model", str(handmade), out, backend=backend, preference_split=None)
+    metrics = evaluate_policy(
+        "fake-model", str(handmade), out, PolicyEvalSettings(preference_split=None), backend=backend
+    )
     assert metrics["split"] == "handmade" and metrics["n"] == 8
     assert metrics["accuracy"]["value"] == 0.5 and metrics["accuracy"]["correct"] == 4
     assert metrics["accuracy"]["ci95"] == [pytest.approx(0.2152162, abs=1e-6), pytest.approx(0.7847838, abs=1e-6)]
@@ -159,7 +158,11 @@ def test_pass_at_k_by_hand(handmade, tmp_path):
     """
     backend = FakeBackend()
     metrics = evaluate_policy(
-        "fake-model", str(handmade), tmp_path, backend=backend, preference_split=None, k=2, n_samples=3, seed=7
+        "fake-model",
+        str(handmade),
+        tmp_path,
+        PolicyEvalSettings(preference_split=None, k=2, samples=3, seed=7),
+        backend=backend,
     )
     pk = metrics["pass_at_k"]
     assert (pk["k"], pk["n_samples"], pk["temperature"]) == (2, 3, 1.0)
@@ -233,7 +236,9 @@ def test_preference_wiring_with_stub_scorer(arith, tmp_path):
         def generate(self, prompts, **kw):
             return [["Answer: 0"] for _ in prompts]
 
-    metrics = evaluate_policy("stub", str(arith), tmp_path, limit=20, backend=Echo(), scorer=by_length)
+    metrics = evaluate_policy(
+        "stub", str(arith), tmp_path, PolicyEvalSettings(limit=20), backend=Echo(), scorer=by_length
+    )
     from posttrainlab.data.loading import load_split
 
     pairs = load_split(str(arith), split="preference_test", limit=20)
@@ -271,7 +276,12 @@ def test_end_to_end_on_tiny_model(arith, tiny, tmp_path):
     """A real run writes valid files; with the policy as its own reference every implicit margin is 0 (a miss)."""
     out = tmp_path / "eval"
     metrics = evaluate_policy(
-        tiny, f"{arith}:test", out, limit=20, max_new_tokens=12, batch_size=8, ref_model=tiny, progress=False
+        tiny,
+        f"{arith}:test",
+        out,
+        PolicyEvalSettings(limit=20, max_new_tokens=12, batch_size=8),
+        ref_model=tiny,
+        progress=False,
     )
     on_disk = json.loads((out / "metrics.json").read_text())
     assert on_disk == metrics
@@ -298,7 +308,11 @@ def test_end_to_end_on_tiny_model(arith, tiny, tmp_path):
 def test_sampled_run_is_deterministic_with_a_seed(arith, tiny, tmp_path):
     def run(out, seed):
         evaluate_policy(
-            tiny, str(arith), out, limit=4, k=2, max_new_tokens=6, seed=seed, preference_split=None, progress=False
+            tiny,
+            str(arith),
+            out,
+            PolicyEvalSettings(limit=4, k=2, max_new_tokens=6, seed=seed, preference_split=None),
+            progress=False,
         )
         return [json.loads(line)["samples"] for line in (out / "samples.jsonl").read_text().splitlines()]
 
@@ -312,25 +326,27 @@ def test_sampled_run_is_deterministic_with_a_seed(arith, tiny, tmp_path):
     [
         ({"split": "nonesuch"}, "unknown split 'nonesuch'"),
         ({"limit": 0}, "limit=0"),
-        ({"k": 3, "n_samples": 2}, "k=3, n_samples=2"),
+        ({"k": 3, "samples": 2}, "k=3, samples=2"),
         ({"temperature": -1.0}, "temperature=-1.0"),
     ],
 )
 def test_bad_arguments_fail_before_loading_the_model(arith, tmp_path, kwargs, message):
     with pytest.raises(BadInput, match=message):
-        evaluate_policy(tmp_path / "no-model", str(arith), tmp_path / "out", **kwargs)
+        evaluate_policy(tmp_path / "no-model", str(arith), tmp_path / "out", PolicyEvalSettings(**kwargs))
     assert not (tmp_path / "out").exists()
 
 
 def test_missing_model_folder(arith, tmp_path):
     with pytest.raises(BadInput, match="no such model folder") as info:
-        evaluate_policy(tmp_path / "no-model", str(arith), tmp_path / "out", limit=2)
+        evaluate_policy(tmp_path / "no-model", str(arith), tmp_path / "out", PolicyEvalSettings(limit=2))
     assert "\n" not in str(info.value)
 
 
 def test_split_file_with_other_split_and_lone_file_preferences(arith, handmade, tmp_path):
     with pytest.raises(BadInput, match="is the 'test' split, but split 'dev'"):
-        evaluate_policy("m", str(arith / "eval" / "test.jsonl"), tmp_path, split="dev", backend=FakeBackend())
+        evaluate_policy(
+            "m", str(arith / "eval" / "test.jsonl"), tmp_path, PolicyEvalSettings(split="dev"), backend=FakeBackend()
+        )
     with pytest.raises(BadInput, match="lone file holds no 'preference_test' split"):
         evaluate_policy("m", str(handmade), tmp_path, backend=FakeBackend())
 

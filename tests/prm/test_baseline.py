@@ -1,4 +1,4 @@
-"""The zero-training baseline verifier (eval/baseline_verifier.py): exact values with a uniform model, a policy
+"""The zero-training baseline verifier (prm/baseline.py): exact values with a uniform model, a policy
 that knows the reference solutions ranks them first, the tiny model's shape and determinism, ``baseline:POLICY``
 everywhere a PRM is named; and the explicit missing-answer step in best-of-N and beam search."""
 
@@ -8,16 +8,17 @@ import json
 
 import pytest
 import torch
-from prm_eval_fakes import FakeBackend, OracleScorer, fake_solution
 
 from posttrainlab.data.arith.prm_labels import NO_ANSWER_STEP
 from posttrainlab.data.arith.steps import parse_question, split_steps
 from posttrainlab.data.jsonl import read_jsonl
 from posttrainlab.errors import BadInput
-from posttrainlab.eval.baseline_verifier import PolicyVerifier, baseline_policy, is_baseline, result_span
 from posttrainlab.eval.within_problem import within_problem_by_aggregation
-from posttrainlab.models.prm_spec import PRMSpec
 from posttrainlab.models.tokenizer import build_tokenizer
+from posttrainlab.prm.baseline import PolicyVerifier, baseline_policy, is_baseline, result_span
+from posttrainlab.prm.spec import PRMSpec
+from posttrainlab.runners.settings import BeamSettings, BestOfNSettings
+from prm_eval_fakes import FakeBackend, OracleScorer, fake_solution
 
 Q = "What is 351 - 148 + 56?"
 
@@ -109,10 +110,10 @@ def test_tiny_policy_shape_determinism_and_prefixes(tiny_policy):
 
 def test_baseline_is_accepted_wherever_a_prm_is_named(arith_dir, tiny_policy, tmp_path):
     from posttrainlab.cli.options import check_prm as cli_check_prm
-    from posttrainlab.eval.best_of_n import run as best_of_n
-    from posttrainlab.eval.prm_eval import check_prm, load_scorer
-    from posttrainlab.eval.prm_eval import run as eval_prm
     from posttrainlab.label.arith_prm import build
+    from posttrainlab.runners.best_of_n import run as best_of_n
+    from posttrainlab.runners.prm_eval import check_prm, load_scorer
+    from posttrainlab.runners.prm_eval import run as eval_prm
 
     spec = f"baseline:{tiny_policy}"
     check_prm(spec)
@@ -123,7 +124,15 @@ def test_baseline_is_accepted_wherever_a_prm_is_named(arith_dir, tiny_policy, tm
     for bad in (f"baseline:{tmp_path / 'nowhere'}", "baseline:"):
         with pytest.raises(BadInput, match="^--prm "):
             cli_check_prm(bad)
-    b = best_of_n(tiny_policy, spec, arith_dir, tmp_path / "bon", n=4, limit=2, backend=FakeBackend(), progress=False)
+    b = best_of_n(
+        tiny_policy,
+        spec,
+        arith_dir,
+        tmp_path / "bon",
+        BestOfNSettings(n=4, limit=2),
+        backend=FakeBackend(),
+        progress=False,
+    )
     assert b["prm"] == spec and b["within_problem"]["min"]["problems"] == 2
     aprm = tmp_path / "aprm"
     build("fake", arith_dir, aprm, k=2, limit=1, backend=FakeBackend())
@@ -147,29 +156,28 @@ class MarkedOracle(OracleScorer):
 
 
 def test_best_of_n_appends_the_missing_answer_step(arith_dir, tmp_path):
-    from posttrainlab.eval.best_of_n import run
+    from posttrainlab.runners.best_of_n import run
 
-    run("p", "q", arith_dir, tmp_path / "bon", n=4, limit=2, backend=FakeBackend(), scorer=MarkedOracle(),
-        progress=False)  # fmt: skip
+    settings = BestOfNSettings(n=4, limit=2)
+    run("p", "q", arith_dir, tmp_path / "bon", settings, backend=FakeBackend(), scorer=MarkedOracle(), progress=False)
     rows = read_jsonl(tmp_path / "bon" / "scores.jsonl")
     missing = rows[0]["samples"][2]  # FakeBackend sample 2: right lines, no answer line
     assert missing["steps"][-1] == NO_ANSWER_STEP and missing["scores"][-1] == 0.05 and missing["min"] == 0.05
     assert rows[0]["samples"][0]["steps"][-1].startswith("Answer:")  # the others are as they were
     plain = tmp_path / "bon2"
-    run("p", "q", arith_dir, plain, n=4, limit=2, backend=FakeBackend(), scorer=OracleScorer(), progress=False)
+    run("p", "q", arith_dir, plain, settings, backend=FakeBackend(), scorer=OracleScorer(), progress=False)
     assert NO_ANSWER_STEP not in read_jsonl(plain / "scores.jsonl")[0]["samples"][2]["steps"]
 
 
 def test_beam_search_appends_it_to_finished_beams_only(arith_dir, tmp_path):
     """Each beam proposes the reference's next line twice, once ending in eos: an eos-finished beam without an
     answer line is scored with the missing-answer step, an active one never is."""
-    from posttrainlab.eval.beam import Beam, BeamSettings, Step, _scored_steps
-    from posttrainlab.eval.beam_search import run
+    from posttrainlab.runners.beam_algorithm import Beam, Step, scored_steps
+    from posttrainlab.runners.beam_search import run
 
-    settings = BeamSettings(no_answer_step=NO_ANSWER_STEP)
-    assert _scored_steps(Beam(("1 + 1 = 2",), finished="eos"), settings) == ["1 + 1 = 2", NO_ANSWER_STEP]
-    assert _scored_steps(Beam(("1 + 1 = 2",)), settings) == ["1 + 1 = 2"]
-    assert _scored_steps(Beam(("Answer: 2",), finished="answer"), settings) == ["Answer: 2"]
+    assert scored_steps(Beam(("1 + 1 = 2",), finished="eos"), NO_ANSWER_STEP) == ["1 + 1 = 2", NO_ANSWER_STEP]
+    assert scored_steps(Beam(("1 + 1 = 2",)), NO_ANSWER_STEP) == ["1 + 1 = 2"]
+    assert scored_steps(Beam(("Answer: 2",), finished="answer"), NO_ANSWER_STEP) == ["Answer: 2"]
 
     class Policy:
         def propose(self, requests, n, max_new_tokens):
@@ -181,8 +189,8 @@ def test_beam_search_appends_it_to_finished_beams_only(arith_dir, tmp_path):
             return out
 
     scorer = MarkedOracle()
-    run("p", "q", arith_dir, tmp_path / "beam", beams=2, proposals=2, limit=2, proposer=Policy(), scorer=scorer,
-        progress=False)  # fmt: skip
+    settings = BeamSettings(beams=2, proposals=2, limit=2)
+    run("p", "q", arith_dir, tmp_path / "beam", settings, proposer=Policy(), scorer=scorer, progress=False)
     marked = [s for s in scorer.items if s[-1] == NO_ANSWER_STEP]
     assert marked and all(not s[-2].startswith("Answer:") for s in marked)
     beam = json.loads((tmp_path / "beam" / "beam.json").read_text())

@@ -1,4 +1,4 @@
-"""The search of ``posttrain eval beam-search``: PRM-guided step-level beam search (``eval.beam_search`` runs it).
+"""The search of ``posttrain eval beam-search``: PRM-guided step-level beam search (``runners.beam_search`` runs it).
 
 The PRM chooses after every step, not only at the end as in best-of-N. The algorithm is HuggingFace
 search-and-learn's ``beam_search`` (github.com/huggingface/search-and-learn, ``src/sal/search/beam_search.py``;
@@ -27,11 +27,14 @@ arith-v1's steps, one line each:
 5. A problem is done when ``beams`` beams are finished or none is active. Its answer is the finished beam
    with the highest score, ties to the one finished first (:func:`pick`).
 
+The knobs (``beams``, ``proposals``, ``max_steps``, ``max_new_tokens``, ``max_step_tokens``, ``aggregation``,
+``distinct``, ``seed``) are ``runners.settings.BeamSettings``'s, the class the runner takes too.
+
 Unlike search-and-learn, which keeps every finished candidate and always ``n / beam_width`` active ones,
 finished beams here count against the width, so the work per problem shrinks as beams finish.
 
 **Tokens.** Every proposal's generated tokens count (pruned ones too, the newline or eos token that ended
-a step included): what the search paid, comparable with best-of-N's (``eval.beam_search.best_of_n_tokens``).
+a step included): what the search paid, comparable with best-of-N's (``runners.beam_search.best_of_n_tokens``).
 
 **Seeds.** The request of the beam of rank k in round r of problem ``id`` samples with
 ``derive_seed(seed, id, r, k)``, so what a beam proposes does not depend on the batch it is drawn in.
@@ -52,9 +55,8 @@ from posttrainlab.errors import BadInput
 from posttrainlab.eval.best_of_n import aggregate, argmax_first
 from posttrainlab.generation.sampling import derive_seed
 from posttrainlab.generation.shared_prefix import PrefixRequest
+from posttrainlab.runners.settings import BeamSettings
 
-#: Aggregations a beam's score may use (``best_of_n.aggregate``).
-BEAM_AGGREGATIONS = ("last", "min")
 #: How a proposed step ended: at the step separator, at an eos token, or out of tokens.
 STEP_ENDS = ("newline", "eos", "length")
 #: Why a beam finished, in the order :func:`finish_reason` tests them.
@@ -89,30 +91,6 @@ class Beam:
     def prefix(self) -> str:
         """The text the next step continues: the steps, each followed by the separator."""
         return "".join(s + STEP_SEPARATOR for s in self.steps)
-
-
-@dataclass(frozen=True)
-class BeamSettings:
-    """The search's knobs (module docstring); ``check`` refuses values out of range with ``BadInput``."""
-
-    beams: int = 4
-    proposals: int = 4
-    max_steps: int = 8
-    max_new_tokens: int = 48
-    max_step_tokens: int = 48
-    aggregation: str = "last"
-    distinct: bool = True
-    # appended to a finished candidate's steps that do not end with an answer line when it is scored: the PRM's
-    # prm_config.json no_answer_step (arith-prm's explicit missing-answer step; "" = none)
-    no_answer_step: str = ""
-
-    def check(self) -> BeamSettings:
-        for name in ("beams", "proposals", "max_steps", "max_new_tokens", "max_step_tokens"):
-            if getattr(self, name) < 1:
-                raise BadInput(f"{name}={getattr(self, name)}: must be at least 1")
-        if self.aggregation not in BEAM_AGGREGATIONS:
-            raise BadInput(f"aggregation {self.aggregation!r}: choose one of {', '.join(BEAM_AGGREGATIONS)}")
-        return self
 
 
 @dataclass
@@ -219,13 +197,13 @@ def _expand(search: Search, parent: Beam, steps: Sequence[Step], round_: int, se
     return out
 
 
-def _scored_steps(beam: Beam, settings: BeamSettings) -> list[str]:
+def scored_steps(beam: Beam, no_answer_step: str = "") -> list[str]:
     """The steps the PRM scores: the beam's lines, and ``no_answer_step`` after a finished one without an answer."""
     from posttrainlab.data.arith.prm_labels import with_no_answer_step
     from posttrainlab.data.arith.steps import split_steps
 
     steps = split_steps(beam.response)
-    return with_no_answer_step(steps, settings.no_answer_step) if beam.finished else steps
+    return with_no_answer_step(steps, no_answer_step) if beam.finished else steps
 
 
 def search_round(
@@ -234,13 +212,14 @@ def search_round(
     settings: BeamSettings,
     proposer: StepProposer,
     score: Callable[[list[tuple[str, list[str]]]], list[list[float]]],
-    seed: int = 0,
+    no_answer_step: str = "",
 ) -> None:
     """One round over every problem not done yet: propose, score, choose (module docstring, steps 1-4)."""
     live = [s for s in searches if not s.done(settings.beams)]
     if not live:
         return
     owners = [(s, k) for s in live for k in range(len(s.active))]
+    seed = settings.seed
     requests = [PrefixRequest(s.prompt, s.active[k].prefix, derive_seed(seed, s.id, round_, k)) for s, k in owners]
     n = settings.beams * settings.proposals if round_ == 0 else settings.proposals
     room = max(settings.max_new_tokens - s.active[k].tokens for s, k in owners)
@@ -255,7 +234,7 @@ def search_round(
     if settings.distinct:
         pools = {key: distinct_candidates(pool) for key, pool in pools.items()}
     order = [(s, j) for s in live for j in range(len(pools[id(s)]))]
-    flat = score([(s.question, _scored_steps(pools[id(s)][j], settings)) for s, j in order])
+    flat = score([(s.question, scored_steps(pools[id(s)][j], no_answer_step)) for s, j in order])
     for (s, j), scores in zip(order, flat, strict=True):
         pool = pools[id(s)]
         pool[j] = replace(pool[j], scores=tuple(scores), score=aggregate(scores, settings.aggregation))
@@ -273,15 +252,19 @@ def search(
     settings: BeamSettings,
     proposer: StepProposer,
     score: Callable[[list[tuple[str, list[str]]]], list[list[float]]],
-    seed: int = 0,
+    *,
+    no_answer_step: str = "",
     on_round: Callable[[int, int], None] | None = None,
 ) -> Sequence[Search]:
-    """Run rounds until every problem is done (at most ``max_steps``); ``on_round(round, problems left)``."""
+    """Run rounds until every problem is done (at most ``max_steps``); ``on_round(round, problems left)``.
+
+    ``no_answer_step``: the PRM's explicit missing-answer step (its ``prm_config.json``; ``""``: none), scored
+    after the lines of a finished beam without an answer line."""
     settings.check()
     for round_ in range(settings.max_steps):
         if all(s.done(settings.beams) for s in searches):
             break
-        search_round(searches, round_, settings, proposer, score, seed)
+        search_round(searches, round_, settings, proposer, score, no_answer_step)
         if on_round is not None:
             on_round(round_, sum(not s.done(settings.beams) for s in searches))
     return searches
@@ -323,12 +306,10 @@ def _end(sample) -> str:
 
 
 __all__ = [
-    "BEAM_AGGREGATIONS",
     "FINISH_REASONS",
     "STEP_ENDS",
     "BackendProposer",
     "Beam",
-    "BeamSettings",
     "Search",
     "Step",
     "StepProposer",
@@ -336,6 +317,7 @@ __all__ = [
     "finish_reason",
     "is_answer_line",
     "pick",
+    "scored_steps",
     "search",
     "search_round",
     "select_survivors",

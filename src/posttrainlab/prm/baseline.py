@@ -11,13 +11,13 @@ sampled from, the earlier lines, and this line up to its result):
   whole (the policy's probability of writing that line);
 - the tokens read are those whose characters overlap the result (a token holding the space before a number
   counts too, as the policy had to write it);
-- the sequence is the policy's own (``models.prm_policy_format``: the chat template over arith-v1's
+- the sequence is the policy's own (``prm.policy_format``: the chat template over arith-v1's
   instruction + question, then the lines each followed by a newline), so no word of it is new to the model.
 
 A policy that put its mass on ``282`` after ``94 * 3 =`` gives a sampled ``292`` a low score there. It is a
 probability in [0, 1], one per step, so every PRM consumer takes it: ``posttrain eval prm --model
 baseline:POLICY``, ``eval best-of-n --prm baseline:POLICY``, ``eval beam-search --prm baseline:POLICY``
-(``prm_eval.load_scorer``). One forward pass per solution (causal: a step's score never sees later lines),
+(``runners.prm_eval.load_scorer``). One forward pass per solution (causal: a step's score never sees later lines),
 batches right-padded and sorted by length, logits kept only at the positions read.
 
 Written by hand: it is the policy-format encoding and one gather of log-probabilities.
@@ -76,7 +76,7 @@ class PolicyVerifier:
     def __init__(self, model, tokenizer, *, instruction: str = INSTRUCTION, device=None):
         import torch
 
-        from posttrainlab.models.prm_spec import PRMSpec
+        from posttrainlab.prm.spec import PRMSpec
 
         self.model, self.tokenizer = model, tokenizer
         self.spec = PRMSpec(input_format="policy", instruction=instruction)  # how it reads; no_answer_step empty
@@ -99,7 +99,7 @@ class PolicyVerifier:
 
     def reads(self, question: str, steps: Sequence[str]) -> tuple[list[int], list[list[int]]]:
         """``(ids, tokens)``: the solution's ids and, per step, the positions of its result's tokens."""
-        from posttrainlab.models.prm import encode_solution
+        from posttrainlab.prm.format import encode_solution
 
         enc = encode_solution(self.tokenizer, self.spec, question, list(steps), offsets=True)
         out = []  # the prompt's tokens have offsets (0, 0): they never overlap a result

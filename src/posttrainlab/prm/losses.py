@@ -4,7 +4,7 @@ Hand-written because TRL removed its PRM trainer and ``transformers`` has no sof
 class-weighted step loss; they are a few lines each and easier to check against numbers worked out
 by hand (tests/prm/test_prm_losses.py) than to configure out of a library.
 
-Every head is reduced to the same shape first (the ``logits`` of ``posttrainlab.models.prm.make_head``'s head,
+Every head is reduced to the same shape first (the ``logits`` of ``posttrainlab.prm.heads.make_head``'s head,
 ``TokenClsHead`` or ``VerdictHead``): ``logits[..., 0]`` is the "wrong" / P("no") logit and ``logits[..., 1]``
 the "correct" / P("yes") logit, normalised over the two classes only. Targets sit in a float tensor of the same
 leading shape, with ``IGNORE`` (-100) on every position that carries no label (docs/design.md "PRM conventions").

@@ -1,4 +1,4 @@
-"""The PRM evaluation's figures (``posttrainlab.eval.prm_plots``): best-of-N curves stay apart where their
+"""The PRM evaluation's figures (``posttrainlab.runners.prm_plots``): best-of-N curves stay apart where their
 intervals coincide, the oracle looks like no selector, the legend sits outside the data; 150 dpi, 8 pt.
 
 The best-of-N input is ``best_of_n_metrics`` on problems whose step scores are all equal: every PRM selector
@@ -12,7 +12,7 @@ import math
 
 from figure_checks import png_size_dpi, smallest_font
 from posttrainlab.eval.best_of_n import Candidates, best_of_n_metrics
-from posttrainlab.eval.prm_plots import DODGE, best_of_n_figure, best_of_n_png, reliability_figure, reliability_png
+from posttrainlab.runners.prm_plots import DODGE, best_of_n_figure, best_of_n_png, reliability_figure, reliability_png
 
 
 def bon_of_ties() -> dict:

@@ -1,4 +1,4 @@
-"""The beam search itself (eval/beam.py): survivors, ties, finishing rules, tokens and seeds, by hand.
+"""The beam search itself (runners/beam_algorithm.py): survivors, ties, finishing rules, tokens and seeds, by hand.
 
 A scripted proposer returns fixed steps for each prefix and a table scorer fixed step scores, so every
 round's candidates, scores and survivors below are worked out by hand. The last test runs the real
@@ -10,12 +10,13 @@ from __future__ import annotations
 import pytest
 
 from posttrainlab.errors import BadInput
-from posttrainlab.eval.beam import (
+from posttrainlab.generation.sampling import derive_seed
+from posttrainlab.generation.shared_prefix import PrefixRequest
+from posttrainlab.runners.beam_algorithm import (
     FINISH_REASONS,
     STEP_ENDS,
     BackendProposer,
     Beam,
-    BeamSettings,
     Search,
     Step,
     distinct_candidates,
@@ -25,8 +26,7 @@ from posttrainlab.eval.beam import (
     search,
     select_survivors,
 )
-from posttrainlab.generation.sampling import derive_seed
-from posttrainlab.generation.shared_prefix import PrefixRequest
+from posttrainlab.runners.settings import BeamSettings
 
 
 class Script:
@@ -109,7 +109,7 @@ def test_a_search_by_hand():
     })  # fmt: skip
     table = {"a1": 0.9, "a2": 0.5, "a3": 0.9, "Answer: 1": 0.7, "b1": 0.4, "Answer: 2": 0.8, "Answer: 3": 0.8,
              "b2": 0.95, "Answer: 4": 0.6, "c": 0.99}  # fmt: skip
-    (s,) = search(one(), BeamSettings(beams=2, proposals=2, max_steps=3), script, table_scorer(table), seed=7)
+    (s,) = search(one(), BeamSettings(beams=2, proposals=2, max_steps=3, seed=7), script, table_scorer(table))
     assert [(b.response, b.score, b.finished) for b in s.finished] == [
         ("a1\nAnswer: 2", 0.8, "answer"),
         ("a3\nb2\nc", 0.99, "max_steps"),

@@ -1,8 +1,9 @@
 """How a PRM reads a solution (``PRMSpec``, saved as ``prm_config.json``), without torch.
 
-Apart from ``models/prm.py`` (which needs torch and transformers) so that the PRM recipe
+Apart from ``prm/heads.py`` and ``prm/loading.py`` (which need torch and transformers) so that the PRM recipe
 (``train.prm_recipe``) can check its ``head`` against the one list of heads, and ``posttrain train
-prm --print-config`` can run, without loading either. ``models/prm.py`` says what each field does.
+prm --print-config`` can run, without loading either. ``prm/format.py`` and ``prm/heads.py`` say what each field
+does.
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ from posttrainlab.errors import BadInput
 
 PRM_CONFIG = "prm_config.json"
 HEADS = ("token-cls", "verdict")
-#: How a solution becomes the PRM's input (``models.prm.encode_solution``): ``qwen`` = Qwen2.5-Math-PRM's layout
+#: How a solution becomes the PRM's input (``prm.format.encode_solution``): ``qwen`` = Qwen2.5-Math-PRM's layout
 #: (system prompt, question, steps each followed by the separator token); ``policy`` = the policy's own prompt
 #: (chat template over instruction + question) and its own lines, each ending in a newline, read at the newline
-#: (``models.prm_policy_format``).
+#: (``prm.policy_format``).
 INPUT_FORMATS = ("qwen", "policy")
 QWEN_PRM = "Qwen2ForProcessRewardModel"
 DEFAULT_SEPARATOR = "<extra_0>"

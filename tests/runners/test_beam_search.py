@@ -1,4 +1,4 @@
-"""``eval.beam_search.run``: outcomes, accuracy, votes and tokens on arith-v1 with a scripted policy and an
+"""``runners.beam_search.run``: outcomes, accuracy, votes and tokens on arith-v1 with a scripted policy and an
 oracle PRM, best-of-N's token count, and bad input.
 
 The scripted policy proposes, after k lines of a solution, the reference solution's line k (proposals 0
@@ -18,9 +18,10 @@ from posttrainlab.data.arith.problems import Problem
 from posttrainlab.data.arith.steps import parse_question, step_verdicts
 from posttrainlab.data.jsonl import read_jsonl
 from posttrainlab.errors import BadInput
-from posttrainlab.eval.beam import Step
-from posttrainlab.eval.beam_search import best_of_n_tokens, run
 from posttrainlab.eval.intervals import wilson_interval
+from posttrainlab.runners.beam_algorithm import Step
+from posttrainlab.runners.beam_search import best_of_n_tokens, run
+from posttrainlab.runners.settings import BeamSettings
 
 
 def problem_of(prompt) -> Problem:
@@ -65,9 +66,12 @@ def expected_tokens(problem: Problem) -> int:
     return 2 * (len(lines[0]) + 1) + 2 * bad + sum(len(line) + 1 + bad for line in lines[1:])
 
 
-def beam_run(arith_dir, out, **kw):
-    kw = {"beams": 2, "proposals": 2, "limit": 5, "progress": False, **kw}
-    return run("policy", "prm", arith_dir, out, proposer=ScriptedPolicy(), scorer=OraclePRM(), **kw)
+def beam_run(arith_dir, out, best_of_n=None, **kw):
+    settings = BeamSettings(**{"beams": 2, "proposals": 2, "limit": 5, **kw})
+    return run(
+        "policy", "prm", arith_dir, out, settings, best_of_n=best_of_n, proposer=ScriptedPolicy(), scorer=OraclePRM(),
+        progress=False,
+    )  # fmt: skip
 
 
 def test_run_by_hand(arith_dir, tmp_path):
@@ -155,7 +159,16 @@ def test_a_folder_that_is_no_best_of_n_run_is_refused_before_the_search(arith_di
     (bon / "sampling.json").write_text(json.dumps({"max_new_tokens": 4}), encoding="utf-8")
     policy = ScriptedPolicy()
     with pytest.raises(BadInput, match=r"samples.jsonl:1: not a best-of-n row"):
-        run("policy", "prm", arith_dir, tmp_path / "o", proposer=policy, scorer=OraclePRM(), best_of_n=bon, limit=5)
+        run(
+            "policy",
+            "prm",
+            arith_dir,
+            tmp_path / "o",
+            BeamSettings(limit=5),
+            proposer=policy,
+            scorer=OraclePRM(),
+            best_of_n=bon,
+        )
     assert policy.calls == 0 and not (tmp_path / "o").exists()
 
 
@@ -165,5 +178,5 @@ def test_a_policy_folder_as_the_prm_is_refused_before_the_search(arith_dir, tmp_
     (policy_folder / "config.json").write_text(json.dumps({"architectures": ["Qwen2ForCausalLM"]}))
     policy = ScriptedPolicy()
     with pytest.raises(BadInput, match="not a PRM checkpoint"):
-        run("policy", policy_folder, arith_dir, tmp_path / "o", proposer=policy, limit=5)
+        run("policy", policy_folder, arith_dir, tmp_path / "o", BeamSettings(limit=5), proposer=policy)
     assert policy.calls == 0 and not (tmp_path / "o").exists()

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from prm_eval_fakes import FakeBackend, OracleScorer
 
 from posttrainlab.eval.best_of_n import Candidates, best_of_n_metrics
-from posttrainlab.eval.prm_eval import run as eval_prm
 from posttrainlab.eval.within_problem import by_problem_id, within_problem, within_problem_by_aggregation
+from posttrainlab.runners.prm_eval import run as eval_prm
+from prm_eval_fakes import FakeBackend, OracleScorer
 
 
 def test_by_hand():

@@ -11,7 +11,6 @@ import json
 import random
 
 import pytest
-from prm_eval_fakes import KINDS, FakeBackend, fake_solution
 
 from posttrainlab.data.arith.near_miss import NEAR_MISSES, carry_deltas, near_miss_options, near_misses
 from posttrainlab.data.arith.prm_data import SplitBuilder, label_solution, problem_keys
@@ -29,6 +28,7 @@ from posttrainlab.data.jsonl import read_jsonl
 from posttrainlab.errors import BadInput
 from posttrainlab.grading.arith import ArithGrader
 from posttrainlab.label.arith_prm import build
+from prm_eval_fakes import KINDS, FakeBackend, fake_solution
 
 Q = "What is 351 - 148 + 56?"  # 351 - 148 = 203, 203 + 56 = 259
 

@@ -1,7 +1,7 @@
 """PRM training examples: rows of any step-level format -> labelled token sequences.
 
 Hand-written because each format says "which step is right" differently and the labels must land on
-exactly the tokens the scorer reads (``posttrainlab.models.prm.encode_solution``). Two stages:
+exactly the tokens the scorer reads (``posttrainlab.prm.format.encode_solution``). Two stages:
 
 1. ``read_items``: rows -> ``StepRow(question, steps, labels[, HAL spans])`` (or ``JudgePrompt``) whose
    labels are float targets (``StepRow.targets``), one row at a time through the format's own reader
@@ -53,7 +53,7 @@ from typing import Any
 from posttrainlab.data.formats.registry import FORMATS
 from posttrainlab.data.formats.step import StepRow
 from posttrainlab.errors import BadInput
-from posttrainlab.train.prm_losses import IGNORE
+from posttrainlab.prm.losses import IGNORE
 from posttrainlab.train.prm_recipe import PRMDataConfig
 
 
@@ -199,7 +199,7 @@ def make_example(
     tokenizer, spec, item: StepRow | JudgePrompt, *, span_tokens: bool, last_only: bool, max_length: int
 ) -> dict[str, list] | None:
     """``{"input_ids", "labels"}`` for one item (module docstring), or ``None`` when no label survives the cut."""
-    from posttrainlab.models.prm import chat_messages, encode_solution
+    from posttrainlab.prm.format import chat_messages, encode_solution
 
     if isinstance(item, JudgePrompt):
         ids = chat_messages(tokenizer, spec, item.messages)[-max_length:]

@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from prm_eval_fakes import KINDS, FakeBackend
 
 from posttrainlab.data.arith.prm_data import SplitBuilder, label_solution, problem_keys, question_of, split_stats
 from posttrainlab.data.arith.steps import parse_question
@@ -21,6 +20,7 @@ from posttrainlab.data.formats import FORMATS
 from posttrainlab.data.jsonl import read_jsonl
 from posttrainlab.errors import BadInput
 from posttrainlab.label.arith_prm import build
+from prm_eval_fakes import KINDS, FakeBackend
 
 POSTTRAIN = [sys.executable, "-m", "posttrainlab"]
 LIMIT, K = 4, 4

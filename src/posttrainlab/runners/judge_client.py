@@ -109,7 +109,7 @@ def parse_hallucination_list(text: str | None) -> list[str]:
     >>> parse_hallucination_list('{"hallucination_list": []}')
     Traceback (most recent call last):
     ...
-    posttrainlab.eval.judge_client.InvalidAnswer: no "hallucination list" key (found keys: hallucination_list)
+    posttrainlab.runners.judge_client.InvalidAnswer: no "hallucination list" key (found keys: hallucination_list)
     """
     if text is None or not text.strip():
         raise InvalidAnswer("empty answer")

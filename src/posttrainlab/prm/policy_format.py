@@ -1,6 +1,6 @@
 r"""A PRM input in the policy's own format (``PRMSpec.input_format: policy``).
 
-Qwen2.5-Math-PRM's layout (``models.prm.format_solution``) gives the backbone a sequence it never saw when it
+Qwen2.5-Math-PRM's layout (``prm.format.format_solution``) gives the backbone a sequence it never saw when it
 was a policy: a ``\boxed{}`` system prompt, no task instruction, steps glued together by a new ``<extra_0>``
 token. Here the PRM reads exactly what the policy read and wrote:
 
@@ -23,7 +23,7 @@ Written by hand: it is ``generation.prompts``' prompt and prefix, with the read 
 from __future__ import annotations
 
 from posttrainlab.generation.prompts import as_messages, encode_prompt
-from posttrainlab.models.prm_spec import PRMSpec
+from posttrainlab.prm.spec import PRMSpec
 
 NEWLINE = "\n"
 #: The stand-in first character of a next step (``generation.prompts.encode_prefix``'s, for the same reason).
@@ -69,7 +69,7 @@ def _tokenize_body(tokenizer, body: str) -> tuple[list[int], list[tuple[int, int
 def encode_policy_solution(
     tokenizer, spec: PRMSpec, question: str, steps: list[str], *, offsets: bool = False
 ) -> tuple[list[int], list[int], list[tuple[int, int]], list[tuple[int, int]] | None]:
-    """``models.prm.Encoded``'s fields in the policy format: ids (prompt, then steps), the position each step is
+    """``prm.format.Encoded``'s fields in the policy format: ids (prompt, then steps), the position each step is
     read at (the token ending its newline), each step's character span, and (on request) token offsets.
 
     Spans and offsets are character positions in the steps' text (``policy_body``); the prompt's tokens get

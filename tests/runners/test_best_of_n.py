@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 import pytest
-from prm_eval_fakes import FakeBackend, OracleScorer, RefusingBackend
 
 from posttrainlab.data.jsonl import read_jsonl
 from posttrainlab.errors import BadInput
@@ -18,11 +17,13 @@ from posttrainlab.eval.best_of_n import (
     argmax_first,
     best_of_n_metrics,
     parse_ns,
-    run,
     select,
     vote,
 )
 from posttrainlab.eval.intervals import wilson_interval
+from posttrainlab.runners.best_of_n import run
+from posttrainlab.runners.settings import BestOfNSettings
+from prm_eval_fakes import FakeBackend, OracleScorer, RefusingBackend
 
 POSTTRAIN = [sys.executable, "-m", "posttrainlab"]
 
@@ -124,8 +125,16 @@ def test_run_with_fakes_and_the_sample_cache(arith_dir, tmp_path):
     """
     out = tmp_path / "bon"
     backend = FakeBackend()
-    b = run("fake-policy", "fake-prm", arith_dir, out, n=4, ns="1,2,4", limit=5, backend=backend,
-            scorer=OracleScorer(), progress=False)  # fmt: skip
+    b = run(
+        "fake-policy",
+        "fake-prm",
+        arith_dir,
+        out,
+        BestOfNSettings(n=4, ns=[1, 2, 4], limit=5),
+        backend=backend,
+        scorer=OracleScorer(),
+        progress=False,
+    )
     assert b["problems"] == 5 and b["split"] == "test" and b["ns"] == [1, 2, 4]
     for name in SELECTORS:
         assert [b["selectors"][name][n]["value"] for n in ("1", "2", "4")] == [1.0, 1.0, 1.0], name
@@ -140,13 +149,29 @@ def test_run_with_fakes_and_the_sample_cache(arith_dir, tmp_path):
     assert json.loads((out / "bon.json").read_text())["sampling"]["reused_cache"] is False
 
     # same settings: the samples are reused, the backend is never called
-    again = run("fake-policy", "fake-prm", arith_dir, out, n=4, ns="1,2,4", limit=5, backend=RefusingBackend(),
-                scorer=OracleScorer(), progress=False)  # fmt: skip
+    again = run(
+        "fake-policy",
+        "fake-prm",
+        arith_dir,
+        out,
+        BestOfNSettings(n=4, ns=[1, 2, 4], limit=5),
+        backend=RefusingBackend(),
+        scorer=OracleScorer(),
+        progress=False,
+    )
     assert again["sampling"]["reused_cache"] is True and again["selectors"] == b["selectors"]
     # another seed: sampled again
     backend2 = FakeBackend()
-    run("fake-policy", "fake-prm", arith_dir, out, n=4, ns="1,2,4", limit=5, seed=1, backend=backend2,
-        scorer=OracleScorer(), progress=False)  # fmt: skip
+    run(
+        "fake-policy",
+        "fake-prm",
+        arith_dir,
+        out,
+        BestOfNSettings(n=4, ns=[1, 2, 4], limit=5, seed=1),
+        backend=backend2,
+        scorer=OracleScorer(),
+        progress=False,
+    )
     assert len(backend2.calls) == 1
 
 
@@ -156,9 +181,25 @@ def test_run_bad_input(arith_dir, tmp_path):
     with pytest.raises(BadInput, match="no such model folder"):
         run("p", tmp_path / "nowhere", arith_dir, tmp_path / "o", backend=FakeBackend())
     with pytest.raises(BadInput, match="temperature"):
-        run("p", "q", arith_dir, tmp_path / "o", temperature=0, backend=FakeBackend(), scorer=OracleScorer())
+        run(
+            "p",
+            "q",
+            arith_dir,
+            tmp_path / "o",
+            BestOfNSettings(temperature=0),
+            backend=FakeBackend(),
+            scorer=OracleScorer(),
+        )
     with pytest.raises(BadInput, match="between 1 and"):
-        run("p", "q", arith_dir, tmp_path / "o", n=4, ns="1,8", backend=FakeBackend(), scorer=OracleScorer())
+        run(
+            "p",
+            "q",
+            arith_dir,
+            tmp_path / "o",
+            BestOfNSettings(n=4, ns=[1, 8]),
+            backend=FakeBackend(),
+            scorer=OracleScorer(),
+        )
     with pytest.raises(BadInput, match="unknown split"):
         run("p", "q", f"{arith_dir}:nosuch", tmp_path / "o", backend=FakeBackend(), scorer=OracleScorer())
     assert not (tmp_path / "o").exists()
@@ -216,13 +257,21 @@ def test_cli_with_a_real_tiny_policy_and_prm(arith_dir, tiny_policy, tiny_prm, t
 
 def test_a_policy_folder_as_the_prm_is_refused_before_any_sampling(arith_dir, tmp_path):
     """It used to sample every problem first, then fail loading the PRM (issue #25): now the folder's config.json
-    says it is no PRM (models.prm_spec.check_prm_folder) before the backend is called."""
+    says it is no PRM (prm.spec.check_prm_folder) before the backend is called."""
     policy = tmp_path / "sft"
     policy.mkdir()
     (policy / "config.json").write_text(json.dumps({"architectures": ["Qwen2ForCausalLM"]}))
     backend = FakeBackend()
     with pytest.raises(BadInput, match=r"sft: not a PRM checkpoint \(Qwen2ForCausalLM and no prm_config.json"):
-        run("fake-policy", policy, arith_dir, tmp_path / "o", n=4, limit=5, backend=backend, progress=False)
+        run(
+            "fake-policy",
+            policy,
+            arith_dir,
+            tmp_path / "o",
+            BestOfNSettings(n=4, limit=5),
+            backend=backend,
+            progress=False,
+        )
     assert backend.calls == [] and not (tmp_path / "o").exists()
     (tmp_path / "notes.txt").write_text("mine")  # a file in the output path: refused before the sampling too
     with pytest.raises(BadInput, match=r"notes.txt is a file, not a folder"):

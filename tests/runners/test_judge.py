@@ -22,17 +22,17 @@ from fake_openai import FakeOpenAI, Reply, by_problem, scripted
 
 from cli_capture import cli
 from posttrainlab.errors import BadInput
-from posttrainlab.eval import judge as judge_mod
-from posttrainlab.eval.judge import (
+from posttrainlab.eval.judge_metrics import REQUIRED_FIELDS, judge_metrics, mean_std
+from posttrainlab.runners import judge as judge_mod
+from posttrainlab.runners.judge import (
     JudgeAborted,
-    JudgeConfig,
     data_info,
     load_math_shepherd,
     recompute,
     run_judge,
     run_name,
 )
-from posttrainlab.eval.judge_client import (
+from posttrainlab.runners.judge_client import (
     Completion,
     EndpointError,
     InvalidAnswer,
@@ -42,7 +42,7 @@ from posttrainlab.eval.judge_client import (
     build_messages,
     parse_hallucination_list,
 )
-from posttrainlab.eval.judge_metrics import REQUIRED_FIELDS, judge_metrics, mean_std
+from posttrainlab.runners.settings import JudgeSettings
 
 DATA = Path(__file__).resolve().parents[1] / "assets" / "judge" / "ms_small.jsonl"
 ROWS = load_math_shepherd(str(DATA))
@@ -72,8 +72,8 @@ def oracle(delays: dict[int, float] | None = None, extra: dict[int, list[Reply]]
     )
 
 
-def config(tmp_path: Path, url: str, **kw) -> JudgeConfig:
-    base = JudgeConfig(
+def config(tmp_path: Path, url: str, **kw) -> JudgeSettings:
+    base = JudgeSettings(
         data_file=str(DATA), model_name="fake/judge", model_url=url, output_dir=tmp_path, num_threads=4, retry=FAST
     )
     return replace(base, **kw)

@@ -1,7 +1,7 @@
 """``posttrain eval beam-search``: PRM-guided step-level beam search on arith-v1, beside best-of-N.
 
 ``run(policy, prm, data, out)`` searches every problem (default: all 500 ``test`` problems) with
-``eval.beam``'s beam search (search-and-learn's ``beam_search``: ``beams`` beams, ``proposals`` one-step
+``runners.beam_algorithm``'s beam search (search-and-learn's ``beam_search``: ``beams`` beams, ``proposals`` one-step
 continuations each per round, the PRM's aggregated step score choosing the survivors), grades each
 problem's answer (its best-scored finished beam) with the arith grader, and counts the tokens the search
 generated, so that it can be set beside best-of-N **at an equal generated-token budget**: the defaults
@@ -22,7 +22,7 @@ each written atomically (``data.atomic``):
   and ``best_of_n_tokens_per_problem`` when a best-of-N folder is given, finish reasons, timings.
 
 Seeded and deterministic: beam k of round r of a problem samples with ``derive_seed(seed, id, r, k)``
-(``eval.beam``), and every choice breaks ties by index.
+(``runners.beam_algorithm``), and every choice breaks ties by index.
 """
 
 from __future__ import annotations
@@ -31,14 +31,16 @@ import json
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from posttrainlab.errors import BadInput
-from posttrainlab.eval.beam import BackendProposer, BeamSettings, Search, StepProposer, pick, search
+from posttrainlab.runners.beam_algorithm import BackendProposer, Search, StepProposer, pick, search
+from posttrainlab.runners.settings import BeamSettings
 
 OUTPUTS = ("outcomes.jsonl", "beam.json")
+#: the search's settings, in the order ``beam.json`` lists them (then ``no_answer_step``, then the sampling's)
+SEARCH_KEYS = ("beams", "proposals", "max_steps", "max_new_tokens", "max_step_tokens", "aggregation", "distinct")
 
 
 def best_of_n_samples(folder: str | os.PathLike, ids: Sequence[str]) -> tuple[int, list[list[str]]]:
@@ -138,45 +140,14 @@ def beam_metrics(rows: Sequence[dict]) -> dict[str, Any]:
     return out
 
 
-def check_search(
-    settings: BeamSettings, *, temperature: float, top_p: float, limit: int | None, prm_batch_size: int
-) -> None:
-    """``BadInput`` naming the setting for a search that cannot run (``run``'s first check; the CLI's too)."""
-    from posttrainlab.generation.sampling import check_sampling
-
-    settings.check()
-    if temperature <= 0:
-        raise BadInput(f"temperature={temperature}: beam search needs temperature > 0 (greedy proposes one step)")
-    check_sampling(settings.proposals, temperature, top_p, settings.max_step_tokens)
-    if limit is not None and limit < 1:
-        raise BadInput(f"limit={limit}: must be at least 1")
-    if prm_batch_size < 1:
-        raise BadInput(f"prm_batch_size={prm_batch_size}: must be at least 1")
-
-
 def run(
     policy: str | os.PathLike,
     prm: str | os.PathLike,
     data: str | os.PathLike,
     out_dir: str | os.PathLike,
+    settings: BeamSettings | None = None,
     *,
-    beams: int = 4,
-    proposals: int = 4,
-    max_steps: int = 8,
-    temperature: float = 0.8,
-    top_p: float = 1.0,
-    max_new_tokens: int = 48,
-    max_step_tokens: int = 48,
-    aggregation: str = "last",
-    distinct: bool = True,
-    seed: int = 0,
-    limit: int | None = None,
-    split: str | None = None,
-    batch_size: int = 32,
-    prm_batch_size: int = 16,
     best_of_n: str | os.PathLike | None = None,
-    dtype: str = "float32",
-    device: str | None = None,
     progress: bool = True,
     backend=None,
     proposer: StepProposer | None = None,
@@ -184,28 +155,30 @@ def run(
 ) -> dict[str, Any]:
     """Search, grade and write the outputs into ``out_dir``; return ``beam.json``'s dict.
 
-    ``split`` defaults to the one ``data`` names (``DIR:SPLIT``), else ``test``. ``backend`` (a
-    ``TransformersBackend``) or ``proposer`` (a ``StepProposer``, with ``count_tokens`` for ``best_of_n``)
-    replaces the policy loaded from ``policy``; ``scorer`` (with ``score_batch``) the PRM loaded from ``prm``.
+    ``settings``: ``runners.settings.BeamSettings`` (its defaults when ``None``); its ``split`` defaults to the one
+    ``data`` names (``DIR:SPLIT``), else ``test``. ``best_of_n``: a best-of-N output folder whose tokens per problem
+    are counted beside. ``backend`` (a ``TransformersBackend``) or ``proposer`` (a ``StepProposer``, with
+    ``count_tokens`` for ``best_of_n``) replaces the policy loaded from ``policy``; ``scorer`` (with
+    ``score_batch``) the PRM loaded from ``prm``.
     """
     from posttrainlab.data.arith.prm_data import question_of
     from posttrainlab.data.atomic import check_output_folder, write_text
     from posttrainlab.data.jsonl import write_jsonl
-    from posttrainlab.eval.best_of_n import read_problems
-    from posttrainlab.eval.prm_eval import check_prm, is_missing_local, load_scorer, score_items
     from posttrainlab.generation.prompts import as_messages
     from posttrainlab.grading.arith import ArithGrader
     from posttrainlab.progress import progress_bar
     from posttrainlab.provenance import provenance
+    from posttrainlab.runners.best_of_n import read_problems
+    from posttrainlab.runners.prm_eval import check_prm, is_missing_local, load_scorer, score_items
 
-    settings = BeamSettings(beams, proposals, max_steps, max_new_tokens, max_step_tokens, aggregation, distinct)
-    check_search(settings, temperature=temperature, top_p=top_p, limit=limit, prm_batch_size=prm_batch_size)
+    opts = BeamSettings() if settings is None else settings
+    opts.check()
     out = check_output_folder(out_dir, OUTPUTS.__contains__, what="beam search output")
     if backend is None and proposer is None and is_missing_local(policy):
         raise BadInput(f"{policy}: no such model folder (policy)")
     if scorer is None:
         check_prm(prm)  # missing, or not a PRM (a policy folder): refused before any model loads
-    path, records = read_problems(str(data), split, limit)
+    path, records = read_problems(str(data), opts.split, opts.limit)
     # a folder that is no best-of-N run is refused before the models load and the search runs, not after
     bon_samples = None if best_of_n is None else best_of_n_samples(best_of_n, [str(r["id"]) for r in records])
 
@@ -213,12 +186,14 @@ def run(
         if backend is None:
             from posttrainlab.generation.transformers_backend import TransformersBackend
 
-            backend = TransformersBackend.from_pretrained(policy, batch_size=batch_size, progress=False, dtype=dtype)
-        proposer = BackendProposer(backend, temperature=temperature, top_p=top_p)
+            backend = TransformersBackend.from_pretrained(
+                policy, batch_size=opts.batch_size, progress=False, dtype=opts.dtype
+            )
+        proposer = BackendProposer(backend, temperature=opts.temperature, top_p=opts.top_p)
     if scorer is None:
-        scorer = load_scorer(prm, dtype=dtype, device=device)
-    # a PRM trained with arith-prm's explicit missing-answer step is asked about it on finished beams (eval.beam)
-    settings = replace(settings, no_answer_step=getattr(getattr(scorer, "spec", None), "no_answer_step", ""))
+        scorer = load_scorer(prm, dtype=opts.dtype, device=opts.device)
+    # a PRM trained with arith-prm's explicit missing-answer step is asked about it on finished beams (beam_algorithm)
+    no_answer_step = getattr(getattr(scorer, "spec", None), "no_answer_step", "")
     clock = {"sampling": 0.0, "scoring": 0.0}
 
     class _Timed:
@@ -231,7 +206,7 @@ def run(
 
     def score(items):
         start = time.perf_counter()
-        got = score_items(scorer, items, prm_batch_size, progress=False)
+        got = score_items(scorer, items, opts.prm_batch_size, progress=False)
         clock["scoring"] += time.perf_counter() - start
         return got
 
@@ -249,7 +224,7 @@ def run(
         def on_round(round_: int, left: int) -> None:
             bar.update(task, completed=len(searches) - left, description=f"beam search, round {round_ + 2}")
 
-        search(searches, settings, _Timed(), score, seed=seed, on_round=on_round)
+        search(searches, opts, _Timed(), score, no_answer_step=no_answer_step, on_round=on_round)
     seconds = time.perf_counter() - start
 
     grader = ArithGrader()
@@ -261,8 +236,9 @@ def run(
         "split": path.stem,
         "problems": len(rows),
         "settings": {
-            **settings.__dict__,
-            **{"temperature": temperature, "top_p": top_p, "seed": seed, "limit": limit, "batch_size": batch_size},
+            **{k: getattr(opts, k) for k in SEARCH_KEYS},
+            "no_answer_step": no_answer_step,
+            **{k: getattr(opts, k) for k in ("temperature", "top_p", "seed", "limit", "batch_size")},
         },
         "answer_rule": (
             "the finished beam with the highest score (aggregation of its step scores), ties to the one finished "
@@ -274,10 +250,10 @@ def run(
         result["best_of_n_tokens_per_problem"] = bon.pop("mean")
         result["best_of_n"] = bon
     result["seconds"] = {"search": seconds, **clock}
-    result["provenance"] = provenance(seeds={"search": seed})
+    result["provenance"] = provenance(seeds={"search": opts.seed})
     write_jsonl(out / "outcomes.jsonl", rows)
     write_text(out / "beam.json", json.dumps(result, indent=2, ensure_ascii=False) + "\n")
     return result
 
 
-__all__ = ["OUTPUTS", "beam_metrics", "best_of_n_samples", "best_of_n_tokens", "check_search", "outcome_row", "run"]
+__all__ = ["OUTPUTS", "SEARCH_KEYS", "beam_metrics", "best_of_n_samples", "best_of_n_tokens", "outcome_row", "run"]

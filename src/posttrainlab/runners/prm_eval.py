@@ -44,12 +44,11 @@ from posttrainlab.data.formats.registry import FORMATS, STEP_FORMATS
 from posttrainlab.data.formats.step import StepRow
 from posttrainlab.errors import BadInput
 from posttrainlab.eval.step_metrics import (
-    DEFAULT_SWEEP,
-    DEFAULT_THRESHOLD,
     first_error_from_labels,
     predicted_first_error,
 )
 from posttrainlab.progress import progress_bar
+from posttrainlab.runners.settings import PRMEvalSettings
 
 ARITH_PRM_DEFAULT_SPLIT = "heldout"
 #: Solutions per ``score_batch`` call; the progress bar advances once per chunk.
@@ -136,9 +135,9 @@ def read_eval_rows(data: str, fmt: str | None = None, limit: int | None = None) 
 
 def load_scorer(model: str | os.PathLike, *, dtype: str = "float32", device: str | None = None) -> StepScorer:
     """``posttrainlab.prm.PRM.from_pretrained(model)``; a missing local folder is ``BadInput`` at once.
-    ``baseline:POLICY``: the policy's own verifier (``eval.baseline_verifier``)."""
-    from posttrainlab.eval.baseline_verifier import PolicyVerifier, baseline_policy, is_baseline
+    ``baseline:POLICY``: the policy's own verifier (``prm.baseline``)."""
     from posttrainlab.models.loading import check_folder, is_local
+    from posttrainlab.prm.baseline import PolicyVerifier, baseline_policy, is_baseline
 
     path = baseline_policy(model) if is_baseline(model) else str(model)
     if is_local(path):
@@ -225,45 +224,37 @@ def run(
     model: str | os.PathLike,
     data: str | os.PathLike,
     out_dir: str | os.PathLike,
+    settings: PRMEvalSettings | None = None,
     *,
-    threshold: float = DEFAULT_THRESHOLD,
-    batch_size: int = 16,
-    fmt: str | None = None,
-    limit: int | None = None,
-    sweep: Sequence[float] = DEFAULT_SWEEP,
-    dtype: str = "float32",
-    device: str | None = None,
     progress: bool = True,
     scorer: StepScorer | None = None,
 ) -> dict[str, Any]:
     """Score ``data`` with the PRM at ``model`` and write the outputs into ``out_dir``; return the metrics.
 
-    ``scorer`` (anything with ``score_batch``) replaces the PRM loaded from ``model``.
+    ``settings``: ``runners.settings.PRMEvalSettings`` (its defaults when ``None``). ``scorer`` (anything with
+    ``score_batch``) replaces the PRM loaded from ``model``.
     """
     from posttrainlab.data.atomic import check_writable, write_text
     from posttrainlab.data.jsonl import write_jsonl
     from posttrainlab.eval.prm_metrics import prm_metrics
-    from posttrainlab.eval.prm_plots import reliability_png
     from posttrainlab.eval.within_problem import by_problem_id
     from posttrainlab.provenance import provenance
+    from posttrainlab.runners.prm_plots import reliability_png
 
-    if not 0.0 <= threshold <= 1.0:
-        raise BadInput(f"threshold={threshold}: must be in [0, 1]")
-    if limit is not None and limit < 1:
-        raise BadInput(f"limit={limit}: must be at least 1")
-    if batch_size < 1:
-        raise BadInput(f"batch_size={batch_size}: must be at least 1")
+    opts = PRMEvalSettings() if settings is None else settings
+    opts.check()
+    threshold, batch_size = opts.threshold, opts.batch_size
     out = check_writable(out_dir)  # a file in the path, an unwritable place: refused before the scoring
     if scorer is None and is_missing_local(model):
         raise BadInput(f"{model}: no such model folder")
-    rows, fmt, source = read_eval_rows(str(data), fmt, limit)
+    rows, fmt, source = read_eval_rows(str(data), opts.format, opts.limit)
     if scorer is None:
-        scorer = load_scorer(model, dtype=dtype, device=device)
+        scorer = load_scorer(model, dtype=opts.dtype, device=opts.device)
     start = time.perf_counter()
     scores = score_rows(rows, scorer, batch_size, progress)
     seconds = time.perf_counter() - start
     try:
-        metrics = prm_metrics([r.labels for r in rows], scores, threshold=threshold, sweep=sweep)
+        metrics = prm_metrics([r.labels for r in rows], scores, threshold=threshold, sweep=opts.sweep)
     except ValueError as e:
         raise BadInput(f"{source}: {e}") from None
     result: dict[str, Any] = {"model": str(model), "data": str(data), "source": source, "format": fmt}
@@ -288,8 +279,8 @@ def run(
 
 
 def is_missing_local(model: str | os.PathLike) -> bool:
-    from posttrainlab.eval.baseline_verifier import baseline_policy, is_baseline
     from posttrainlab.models.loading import is_local
+    from posttrainlab.prm.baseline import baseline_policy, is_baseline
 
     path = baseline_policy(model) if is_baseline(model) else str(model)
     return is_local(path) and not Path(path).expanduser().is_dir()
@@ -297,11 +288,11 @@ def is_missing_local(model: str | os.PathLike) -> bool:
 
 def check_prm(model: str | os.PathLike) -> None:
     """``BadInput`` now when the local ``model`` is missing or holds no PRM checkpoint, read from its JSON files
-    without torch (``models.prm_spec.check_prm_folder``); a Hub id is left to ``load_scorer``. Best-of-N and beam
+    without torch (``prm.spec.check_prm_folder``); a Hub id is left to ``load_scorer``. Best-of-N and beam
     search call it before they sample, so a policy folder given as the PRM costs no sampling."""
-    from posttrainlab.eval.baseline_verifier import is_baseline
     from posttrainlab.models.loading import is_local
-    from posttrainlab.models.prm_spec import check_prm_folder
+    from posttrainlab.prm.baseline import is_baseline
+    from posttrainlab.prm.spec import check_prm_folder
 
     if is_missing_local(model):
         raise BadInput(f"{model}: no such model folder (PRM)")

@@ -1,7 +1,7 @@
 """Judge runs: the Math-Shepherd-614 protocol (seed card 001) against any OpenAI-compatible endpoint.
 
 ``run_judge`` reads Math-Shepherd rows (``prompt, completions, labels``; Parquet, JSON Lines, ``hf://``),
-asks the judge about each row (:mod:`posttrainlab.eval.judge_client`) from a thread pool
+asks the judge about each row (:mod:`posttrainlab.runners.judge_client`) from a thread pool
 (:mod:`posttrainlab.data.pool`), and appends one JSON line per finished record to
 ``<output-dir>/<run>.jsonl`` (read back by :mod:`posttrainlab.data.runfile`). Then it reads the file back and
 writes ``<run>_metric.json`` atomically (:mod:`posttrainlab.eval.judge_metrics`).
@@ -31,9 +31,9 @@ import json
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from posttrainlab.data.atomic import write_text
 from posttrainlab.data.formats.math_shepherd import as_list_form, check_ms_row
@@ -43,60 +43,24 @@ from posttrainlab.data.manifest import sha256_file
 from posttrainlab.data.pool import run_pool
 from posttrainlab.data.runfile import finished_records, has_row_index
 from posttrainlab.errors import BadInput, PosttrainError
-from posttrainlab.eval.judge_client import (
+from posttrainlab.eval.judge_metrics import check_record, judge_metrics
+from posttrainlab.runners.judge_client import (
     PROMPT_SHA256,
     PROMPT_VERSION,
     ChatClient,
     JudgeAnswer,
     OpenAIChatClient,
-    RetryPolicy,
     ask_judge,
     build_messages,
 )
-from posttrainlab.eval.judge_metrics import check_record, judge_metrics
+from posttrainlab.runners.settings import JudgeSettings
 
-DEFAULT_MODEL_URL = "http://localhost:7010/v1"
 CARD_ROWS = 614
 CARD_SHA256 = "e01fabbc80b99f01307aa9095b9e186f13cae392ed0bff983dcbdd61ee0d1087"
-OnInvalid = Literal["abort", "record"]
 
 
 class JudgeAborted(PosttrainError):
     """A row got no valid answer and the run was told to abort (exit 1); the finished rows are kept."""
-
-
-@dataclass(frozen=True)
-class JudgeConfig:
-    """One judge run. Field names follow the card's script flags."""
-
-    data_file: str
-    model_name: str
-    model_url: str = DEFAULT_MODEL_URL
-    api_key: str = "EMPTY"  # what a local vLLM server expects
-    num_threads: int = 32  # the card's example
-    max_tokens: int = 8000  # the card's default generation limit
-    max_samples: int | None = None  # the first N rows only: a smoke run
-    output_dir: Path = Path("test_result")
-    on_invalid: OnInvalid = "abort"
-    timeout_s: float = 600.0  # per request; long answers at 8,000 tokens take minutes
-    run_tag: str | None = None  # tells repeated runs apart (the card averages 10)
-    retry_failed: bool = False
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
-
-    def check(self) -> None:
-        """``BadInput`` for a value no run can use."""
-        if self.num_threads < 1:
-            raise BadInput(f"--num-threads {self.num_threads}: must be at least 1")
-        if self.max_tokens < 1:
-            raise BadInput(f"--max-tokens {self.max_tokens}: must be at least 1")
-        if self.max_samples is not None and self.max_samples < 1:
-            raise BadInput(f"--max-samples {self.max_samples}: must be at least 1")
-        if self.on_invalid not in ("abort", "record"):
-            raise BadInput(f"--on-invalid {self.on_invalid!r}: choose abort or record")
-        if self.timeout_s <= 0:
-            raise BadInput(f"--timeout {self.timeout_s}: must be positive")
-        if not self.model_name:
-            raise BadInput("--model-name is empty: give the name the server serves")
 
 
 def _safe(text: str) -> str:
@@ -211,7 +175,7 @@ def make_record(index: int, row: dict[str, Any], answer: JudgeAnswer, model_name
     }
 
 
-def _finished(path: Path, rows: list[dict[str, Any]], cfg: JudgeConfig) -> tuple[dict[int, dict], list[str]]:
+def _finished(path: Path, rows: list[dict[str, Any]], cfg: JudgeSettings) -> tuple[dict[int, dict], list[str]]:
     """Finished judge records by index (``finished_records``); failed ones dropped when retrying them."""
     return finished_records(
         path,
@@ -228,7 +192,7 @@ def _finished(path: Path, rows: list[dict[str, Any]], cfg: JudgeConfig) -> tuple
 
 
 def run_judge(
-    cfg: JudgeConfig,
+    cfg: JudgeSettings,
     client: ChatClient | None = None,
     *,
     progress: Callable[[int, int], None] | None = None,
@@ -237,7 +201,7 @@ def run_judge(
 ) -> JudgeRun:
     """Judge every unfinished row, then write the metric file (module docstring).
 
-    ``client``: any :class:`~posttrainlab.eval.judge_client.ChatClient` (default: the ``openai`` client on
+    ``client``: any :class:`~posttrainlab.runners.judge_client.ChatClient` (default: the ``openai`` client on
     ``cfg.model_url``). ``progress(done, total)`` after each record; ``on_record(record)`` after each
     line is written (an exception there stops the run as a kill would).
     Raises :class:`JudgeAborted` on an answer that stays invalid under ``on_invalid="abort"``,

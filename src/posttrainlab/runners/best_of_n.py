@@ -1,0 +1,228 @@
+"""``posttrain eval best-of-n``: does a PRM pick the right solution out of n samples of a policy?
+
+``run(policy, prm, data, out)`` samples ``n`` solutions per arith-v1 problem (default: all 500 ``test``
+problems) once, grades each with the arith grader, scores each with the PRM (per-step P(correct),
+steps = the solution's non-empty lines, question = the prompt's problem text, as in arith-prm), and for
+every n' in ``ns`` selects one of the **first n'** samples per problem with each selector of
+``eval.best_of_n`` (its docstring has the selectors and their tie rules). Outputs in ``out``:
+
+- ``samples.jsonl`` (the cache): per problem ``id, category, answer, prompt, samples`` (response and
+  grade), with ``sampling.json`` beside it; a rerun whose sampling settings, data file (SHA-256) and
+  policy weights (file names, sizes, modification times) match reuses them instead of sampling again;
+- ``scores.jsonl``: per problem, each sample's steps, step scores and aggregated scores, and the index
+  each selector chose at each n';
+- ``bon.json`` (written last) and ``best_of_n.png`` (accuracy against n', one line per selector).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from posttrainlab.errors import BadInput
+from posttrainlab.eval.aggregation import AGGREGATIONS, aggregate
+from posttrainlab.eval.best_of_n import Candidates, best_of_n_metrics, parse_ns, selections, vote_answer
+from posttrainlab.runners.settings import BestOfNSettings
+
+
+def _weights_stamp(policy: str) -> list[list[Any]] | None:
+    """Names, sizes and modification times of a local policy's weight files (the cache key's model part)."""
+    folder = Path(policy)
+    if not folder.is_dir():
+        return None
+    return [
+        [p.name, p.stat().st_size, p.stat().st_mtime_ns]
+        for p in sorted(folder.iterdir())
+        if p.suffix in (".safetensors", ".json") and p.is_file()
+    ]
+
+
+def _read_cache(out: Path, settings: dict[str, Any], records: list[dict]) -> list[dict] | None:
+    """The cached samples.jsonl rows when sampling.json matches ``settings`` and the ids match."""
+    from posttrainlab.data.jsonl import read_jsonl
+
+    meta, samples = out / "sampling.json", out / "samples.jsonl"
+    if not (meta.is_file() and samples.is_file()):
+        return None
+    try:
+        if json.loads(meta.read_text(encoding="utf-8")) != settings:
+            return None
+        rows = read_jsonl(samples)
+    except (OSError, json.JSONDecodeError, BadInput):
+        return None
+    if [r.get("id") for r in rows] != [r["id"] for r in records]:
+        return None
+    if any(len(r.get("samples", [])) != settings["n"] for r in rows):
+        return None
+    return rows
+
+
+def read_problems(data: str, split: str | None, limit: int | None) -> tuple[Path, list[dict]]:
+    """``(file, records)`` of the problems to answer (``data.problems.read_split``: ``prompt`` and ``answer``
+    required, split ``test`` by default), each with an ``id`` (else its index) and a ``category`` (else ``None``)."""
+    from posttrainlab.data.problems import read_split
+
+    path, found = read_split(data, split, required=("prompt", "answer"), limit=limit, default_split="test",
+                             what="problems")  # fmt: skip
+    return path, [{"id": r.get("id", str(i)), "category": r.get("category"), **r} for i, r in enumerate(found)]
+
+
+def _sample(backend, records: list[dict], settings: dict[str, Any]) -> list[dict]:
+    from posttrainlab.generation.sampling import sample_answers
+    from posttrainlab.grading.arith import ArithGrader
+
+    grader = ArithGrader()
+    completions = sample_answers(
+        backend,
+        records,
+        settings["n"],
+        f"best-of-N: sampling N={settings['n']}",
+        temperature=settings["temperature"],
+        top_p=settings["top_p"],
+        max_new_tokens=settings["max_new_tokens"],
+        seed=settings["seed"],
+    )
+    rows = []
+    for r, texts in zip(records, completions, strict=True):
+        grades = [grader.grade(t, r["answer"]) for t in texts]
+        samples = [
+            {"response": t, "correct": g.correct, "outcome": g.outcome, "parsed": g.parsed}
+            for t, g in zip(texts, grades, strict=True)
+        ]
+        rows.append(
+            {"id": r["id"], "category": r["category"], "answer": r["answer"], "prompt": r["prompt"], "samples": samples}
+        )
+    return rows
+
+
+def run(
+    policy: str | os.PathLike,
+    prm: str | os.PathLike,
+    data: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    settings: BestOfNSettings | None = None,
+    *,
+    progress: bool = True,
+    backend=None,
+    scorer=None,
+) -> dict[str, Any]:
+    """Sample (or reuse), grade, score, select; write the outputs into ``out_dir`` and return ``bon.json``.
+
+    ``settings``: ``runners.settings.BestOfNSettings`` (its defaults when ``None``); its ``ns`` defaults to the
+    powers of 2 up to ``n``, and ``n`` (1, 2, 4, 8, 16 for the default ``n = 16``). ``backend`` (a
+    ``SamplingBackend``) replaces the policy loaded from ``policy``; ``scorer`` (with ``score_batch``) the PRM
+    loaded from ``prm``.
+    """
+    from posttrainlab.data.arith.prm_data import question_of
+    from posttrainlab.data.arith.prm_labels import with_no_answer_step
+    from posttrainlab.data.arith.steps import split_steps
+    from posttrainlab.data.atomic import atomic_path, check_writable, write_text
+    from posttrainlab.data.jsonl import write_jsonl
+    from posttrainlab.data.manifest import sha256_file
+    from posttrainlab.provenance import provenance
+    from posttrainlab.runners.prm_eval import check_prm, is_missing_local, load_scorer, score_items
+    from posttrainlab.runners.prm_plots import best_of_n_png
+
+    opts = BestOfNSettings() if settings is None else settings
+    opts.check()
+    n, seed, vote_aggregation, prm_batch_size = opts.n, opts.seed, opts.vote_aggregation, opts.prm_batch_size
+    ns = parse_ns(opts.ns, n)
+    out = check_writable(out_dir)  # a file in the path, an unwritable place: before the sampling, not after
+    if backend is None and is_missing_local(policy):
+        raise BadInput(f"{policy}: no such model folder (policy)")
+    if scorer is None:
+        check_prm(prm)  # missing, or not a PRM (a policy folder): refused before the sampling it would waste
+    path, records = read_problems(str(data), opts.split, opts.limit)
+    sampling = {
+        "policy": str(policy),
+        "policy_weights": _weights_stamp(str(policy)) if backend is None else getattr(backend, "name", "custom"),
+        "data": str(path),
+        "data_sha256": sha256_file(path),
+        "limit": opts.limit,
+        "n": n,
+        "temperature": opts.temperature,
+        "top_p": opts.top_p,
+        "max_new_tokens": opts.max_new_tokens,
+        "seed": seed,
+        "batch_size": opts.batch_size,
+    }
+
+    rows = _read_cache(out, sampling, records)
+    reused = rows is not None
+    sample_seconds = 0.0
+    if rows is None:
+        if backend is None:
+            from posttrainlab.generation.transformers_backend import TransformersBackend
+
+            backend = TransformersBackend.from_pretrained(
+                policy, batch_size=opts.batch_size, progress=progress, dtype=opts.dtype
+            )
+        start = time.perf_counter()
+        rows = _sample(backend, records, sampling)
+        sample_seconds = time.perf_counter() - start
+        write_jsonl(out / "samples.jsonl", rows)
+        write_text(out / "sampling.json", json.dumps(sampling, indent=2) + "\n")
+
+    if scorer is None:
+        scorer = load_scorer(prm, dtype=opts.dtype, device=opts.device)
+    marker = getattr(getattr(scorer, "spec", None), "no_answer_step", "")  # a PRM trained with it gets it too
+    steps = [[with_no_answer_step(split_steps(s["response"]), marker) for s in r["samples"]] for r in rows]
+    items = [(question_of(r["prompt"]), st) for r, per in zip(rows, steps, strict=True) for st in per]
+    start = time.perf_counter()
+    flat = score_items(scorer, items, prm_batch_size, progress=progress, what="PRM scoring")
+    score_seconds = time.perf_counter() - start
+    problems = []
+    for i, r in enumerate(rows):
+        step_scores = flat[i * n : (i + 1) * n]
+        problems.append(
+            Candidates([s["correct"] for s in r["samples"]], [vote_answer(s) for s in r["samples"]], step_scores)
+        )
+
+    result: dict[str, Any] = {
+        "policy": str(policy),
+        "prm": str(prm),
+        "data": str(data),
+        "split": path.stem,
+        "problems": len(rows),
+        "n": n,
+        "ns": ns,
+        "vote_aggregation": vote_aggregation,
+        "tie_rule": (
+            "PRM selectors: highest aggregated score, lowest sample index on ties; votes: required-form answers "
+            "only, ties to the answer seen first, its first sample; no answer at all: sample 0"
+        ),
+    }
+    result.update(best_of_n_metrics(problems, ns, vote_aggregation))
+    result["sampling"] = {
+        **{k: sampling[k] for k in ("temperature", "top_p", "max_new_tokens", "seed", "batch_size")},
+        "reused_cache": reused,
+        "seconds": sample_seconds,
+        "samples": len(rows) * n,
+    }
+    result["scoring"] = {"batch_size": prm_batch_size, "seconds": score_seconds}
+    result["provenance"] = provenance(seeds={"sampling": seed})
+
+    def score_rows():
+        for r, c, per in zip(rows, problems, steps, strict=True):
+            yield {
+                "id": r["id"],
+                "samples": [
+                    {"steps": st, "scores": list(sc), **{a: aggregate(sc, a) for a in AGGREGATIONS}}
+                    for st, sc in zip(per, c.step_scores, strict=True)
+                ],
+                "selected": selections(c, ns, vote_aggregation),
+            }
+
+    write_jsonl(out / "scores.jsonl", score_rows())
+    png = best_of_n_png(result)
+    if png is not None:
+        with atomic_path(out / "best_of_n.png") as tmp:
+            tmp.write_bytes(png)
+    write_text(out / "bon.json", json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    return result
+
+
+__all__ = ["read_problems", "run"]

@@ -198,7 +198,7 @@ def test_the_report_shows_sampled_metrics_and_pairs_them_with_sft(handmade, tmp_
             backend=FakeBackend(),
         )
     text = to_markdown(sampled_section(tmp_path, metrics))
-    assert "## Sampled accuracy" in text and "| RFT |" not in text  # method_label keeps rft as it is
-    assert "| rft | 0.0% [0.0, 43.4] | 35.0% [0.0, 86.9] | 40.0% [11.8, 76.9] | 4 | 1.0 |" in text
-    assert "| rft | +0.0 [+0.0, +0.0] | 1.000 | +0.0 [" in text and "grpo" not in text
+    assert "## Sampled accuracy" in text and "| rft |" not in text  # method_label: RFT, like SFT and GRPO
+    assert "| RFT | 0.0% [0.0, 43.4] | 35.0% [0.0, 86.9] | 40.0% [11.8, 76.9] | 4 | 1.0 |" in text
+    assert "| RFT | +0.0 [+0.0, +0.0] | 1.000 | +0.0 [" in text and "grpo" not in text
     assert sampled_section(tmp_path, {"grpo": metrics["grpo"]}) == []

@@ -340,7 +340,19 @@ def run_trainer(trainer, recipe, method: str, n_records: int, start: Start | Non
             "provenance": provenance(seeds={"seed": recipe.optim.seed}),
         }
         write_text(out / SUMMARY, json.dumps(summary, indent=2) + "\n")
+    _leave_process_group()
     return out
+
+
+def _leave_process_group() -> None:
+    """Under ``accelerate launch``: wait for every process, then tear gloo/NCCL down before the interpreter exits (a
+    process that exits with the group alive can abort in C++ teardown, "terminate called without an active
+    exception", failing a finished run)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
 
 
 def save_model(trainer, out: Path) -> None:

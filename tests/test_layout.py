@@ -57,10 +57,7 @@ FLOORS = {
 ALLOWED_CYCLES: dict[frozenset[str], str] = {}
 
 #: modules over MAX_LINES lines (issue #21 lowered the limit from 500 to 400; these were over it then)
-ALLOWED_LONG: dict[str, str] = {
-    "posttrainlab.label.annotate": "the annotate run, its retries and repair; the run can move from the prompt",
-    "posttrainlab.report.build": "report/ is another change's (issue #21)",
-}
+ALLOWED_LONG: dict[str, str] = {}
 
 #: functions with more than MAX_PARAMS parameters (issue #21), by dotted name. Delete an entry when its function
 #: takes a settings object (or otherwise fewer parameters). A CLI verb stays here: typer reads its flags from its
@@ -77,15 +74,10 @@ ALLOWED_MANY_PARAMS: dict[str, str] = {
     "posttrainlab.cli.pipeline.generate": "a typer verb, one parameter per flag",
     "posttrainlab.cli.serve.serve": "a typer verb, one parameter per flag",
     # library functions
-    "posttrainlab.label.arith_prm.build": "the arith-prm build: its sampling settings could be one object",
-    "posttrainlab.label.mc.run.run_mc": "the MC labelling run: problems, config, backend, judge, work folder",
 }
 
 #: (importer, module, private name) imports of another module's private name
-ALLOWED_PRIVATE: dict[tuple[str, str, str], str] = {
-    # serve.app builds uvicorn's config with serve.server._config; serve/ is another change's (issue #21)
-    ("posttrainlab.serve.app", "posttrainlab.serve.server", "_config"): "serve/ is another change's (issue #21)",
-}
+ALLOWED_PRIVATE: dict[tuple[str, str, str], str] = {}
 
 #: (importer, imported) pairs that point up the layers
 ALLOWED_UPWARD: dict[tuple[str, str], str] = {

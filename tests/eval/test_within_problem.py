@@ -67,10 +67,10 @@ def test_by_aggregation_and_by_problem_id():
 def test_eval_prm_reports_it_for_arith_prm(arith_dir, tmp_path):
     """arith-prm rows carry the problem id: K samples, the reference and a corruption of each problem group together;
     the oracle scorer ranks every right solution above every wrong one of its problem."""
-    from posttrainlab.label.arith_prm import build
+    from posttrainlab.label.arith_prm import ArithPRMBuild, build
 
     aprm = tmp_path / "aprm"
-    build("fake", arith_dir, aprm, k=4, limit=2, backend=FakeBackend())
+    build("fake", arith_dir, aprm, ArithPRMBuild(k=4, limit=2), backend=FakeBackend())
     m = eval_prm("fake-prm", aprm, tmp_path / "e", scorer=OracleScorer(), progress=False)
     assert m["within_problem"]["min"]["problems"] == 4 and m["within_problem"]["min"]["pairwise_accuracy"] == 1.0
     assert json.loads((tmp_path / "e" / "metrics.json").read_text())["within_problem"] == m["within_problem"]

@@ -19,7 +19,7 @@ from posttrainlab.data.arith.steps import parse_question
 from posttrainlab.data.formats import FORMATS
 from posttrainlab.data.jsonl import read_jsonl
 from posttrainlab.errors import BadInput
-from posttrainlab.label.arith_prm import build
+from posttrainlab.label.arith_prm import ArithPRMBuild, build
 from prm_eval_fakes import KINDS, FakeBackend
 
 POSTTRAIN = [sys.executable, "-m", "posttrainlab"]
@@ -94,7 +94,7 @@ def test_split_stats_by_hand():
 def built(arith_dir, tmp_path_factory) -> tuple[Path, dict, FakeBackend]:
     backend = FakeBackend()
     out = tmp_path_factory.mktemp("aprm") / "arith-prm"
-    manifest = build("fake-policy", arith_dir, out, k=K, limit=LIMIT, seed=3, backend=backend)
+    manifest = build("fake-policy", arith_dir, out, ArithPRMBuild(k=K, limit=LIMIT, seed=3), backend=backend)
     return out, manifest, backend
 
 
@@ -134,7 +134,7 @@ def test_each_sampling_call_names_its_split_on_the_progress_bar(arith_dir, tmp_p
                 labels.append(bar.tasks[task].description)
             return super().generate(prompts, **kwargs)
 
-    build("fake-policy", arith_dir, tmp_path / "o", k=2, limit=2, backend=Labelled())
+    build("fake-policy", arith_dir, tmp_path / "o", ArithPRMBuild(k=2, limit=2), backend=Labelled())
     assert labels == ["sampling rl_train (k=2)", "sampling dev (k=2)", "sampling validation (k=2)"]
 
 
@@ -172,9 +172,14 @@ def test_sources_splits_and_counts(built, arith_dir):
 
 def test_reference_splits_add_each_reference_and_one_corruption_to_train(arith_dir, tmp_path):
     """``reference_splits``: exact labels without sampling, after the policy rows and the preference pairs."""
-    base = build("fake-policy", arith_dir, tmp_path / "a", k=2, limit=2, backend=FakeBackend())
-    more = build("fake-policy", arith_dir, tmp_path / "b", k=2, limit=2, backend=FakeBackend(),
-                 reference_splits=("sft_train_3k",), reference_limit=3)  # fmt: skip
+    base = build("fake-policy", arith_dir, tmp_path / "a", ArithPRMBuild(k=2, limit=2), backend=FakeBackend())
+    more = build(
+        "fake-policy",
+        arith_dir,
+        tmp_path / "b",
+        ArithPRMBuild(k=2, limit=2, reference_splits=("sft_train_3k",), reference_limit=3),
+        backend=FakeBackend(),
+    )
     rows = read_jsonl(tmp_path / "b" / "step" / "train.jsonl")
     assert len(rows) == base["stats"]["train"]["rows"] + 6
     added = rows[-6:]
@@ -183,7 +188,13 @@ def test_reference_splits_add_each_reference_and_one_corruption_to_train(arith_d
     assert all(0 not in r["step_labels"] for r in added[::2]) and all(r["step_labels"][-1] == 0 for r in added[1::2])
     assert more["splits"]["train"]["references"] == {"sft_train_3k": 3}
     with pytest.raises(BadInput, match="test"):
-        build("fake-policy", arith_dir, tmp_path / "c", k=2, limit=2, backend=FakeBackend(), reference_splits=("test",))
+        build(
+            "fake-policy",
+            arith_dir,
+            tmp_path / "c",
+            ArithPRMBuild(k=2, limit=2, reference_splits=("test",)),
+            backend=FakeBackend(),
+        )
 
 
 def test_views_are_row_aligned_and_valid(built):
@@ -208,10 +219,12 @@ def test_views_are_row_aligned_and_valid(built):
 def test_deterministic_and_replaces_its_own_build(built, arith_dir, tmp_path):
     out, _, _ = built
     again = tmp_path / "again"
-    build("fake-policy", arith_dir, again, k=K, limit=LIMIT, seed=3, backend=FakeBackend())
+    build("fake-policy", arith_dir, again, ArithPRMBuild(k=K, limit=LIMIT, seed=3), backend=FakeBackend())
     for rel in ("step/train.jsonl", "step/heldout.jsonl", "math_shepherd/heldout.jsonl", "stats.json"):
         assert (again / rel).read_bytes() == (out / rel).read_bytes(), rel
-    build("fake-policy", arith_dir, again, k=1, limit=1, seed=3, backend=FakeBackend())  # an earlier build
+    build(
+        "fake-policy", arith_dir, again, ArithPRMBuild(k=1, limit=1, seed=3), backend=FakeBackend()
+    )  # an earlier build
     assert len(read_jsonl(again / "step" / "train.jsonl")) == 1 + 2
 
 
@@ -221,9 +234,9 @@ def test_bad_input(arith_dir, tmp_path):
     with pytest.raises(BadInput, match="holds other files"):
         build("p", arith_dir, tmp_path / "full", backend=FakeBackend())
     with pytest.raises(BadInput, match="never samples arith-v1 test"):
-        build("p", arith_dir, tmp_path / "o", heldout_prompts=("test",), backend=FakeBackend())
+        build("p", arith_dir, tmp_path / "o", ArithPRMBuild(heldout_prompts=("test",)), backend=FakeBackend())
     with pytest.raises(BadInput, match="temperature"):
-        build("p", arith_dir, tmp_path / "o", temperature=0, backend=FakeBackend())
+        build("p", arith_dir, tmp_path / "o", ArithPRMBuild(temperature=0), backend=FakeBackend())
     with pytest.raises(BadInput, match="no such model folder"):
         build(tmp_path / "nowhere", arith_dir, tmp_path / "o")
     assert (tmp_path / "full" / "x.txt").read_text() == "keep me" and not (tmp_path / "o").exists()
@@ -266,6 +279,6 @@ def test_cli_builds_with_a_real_tiny_policy(arith_dir, tiny_policy, tmp_path):
     assert list(FORMATS["step"].validate(rows)) == []
     # the same policy, seed and settings give the same bytes
     again = tmp_path / "again"
-    build(tiny_policy, arith_dir, again, k=2, limit=1, max_new_tokens=8, progress=False)
+    build(tiny_policy, arith_dir, again, ArithPRMBuild(k=2, limit=1, max_new_tokens=8), progress=False)
     for rel in ("step/train.jsonl", "step/heldout.jsonl", "math_shepherd/train.jsonl"):
         assert (again / rel).read_bytes() == (out / rel).read_bytes(), rel

@@ -27,7 +27,7 @@ from posttrainlab.data.formats import FORMATS
 from posttrainlab.data.jsonl import read_jsonl
 from posttrainlab.errors import BadInput
 from posttrainlab.grading.arith import ArithGrader
-from posttrainlab.label.arith_prm import build
+from posttrainlab.label.arith_prm import ArithPRMBuild, build
 from prm_eval_fakes import KINDS, FakeBackend, fake_solution
 
 Q = "What is 351 - 148 + 56?"  # 351 - 148 = 203, 203 + 56 = 259
@@ -149,7 +149,7 @@ def test_every_step_build(arith_dir, tmp_path):
     options = ArithPRMOptions(labels="every-step", missing_answer="explicit", hard_negatives=["sft_extra"],
                               hard_negative_limit=3, hard_negatives_per_problem=2)  # fmt: skip
     out = tmp_path / "aprm"
-    manifest = build("fake", arith_dir, out, k=4, limit=2, backend=FakeBackend(), options=options)
+    manifest = build("fake", arith_dir, out, ArithPRMBuild(k=4, limit=2), backend=FakeBackend(), options=options)
     assert manifest["labelling"] == {"labels": "every-step", "missing_answer": "explicit"}
     assert manifest["splits"]["train"]["hard_negatives"] == {"sft_extra": 3}
     for split in ("train", "heldout", "preference_test"):
@@ -177,7 +177,7 @@ def test_every_step_build(arith_dir, tmp_path):
 def test_default_build_is_unchanged(arith_dir, tmp_path):
     """No options: the Math-Shepherd view is the step view converted, and the rows are the original ones."""
     out = tmp_path / "aprm"
-    build("fake", arith_dir, out, k=4, limit=1, backend=FakeBackend())
+    build("fake", arith_dir, out, ArithPRMBuild(k=4, limit=1), backend=FakeBackend())
     step = read_jsonl(out / "step" / "heldout.jsonl")
     ms = read_jsonl(out / "math_shepherd" / "heldout.jsonl")
     assert all(set(m) == {"prompt", "completions", "labels"} for m in ms)

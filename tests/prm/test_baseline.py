@@ -110,7 +110,7 @@ def test_tiny_policy_shape_determinism_and_prefixes(tiny_policy):
 
 def test_baseline_is_accepted_wherever_a_prm_is_named(arith_dir, tiny_policy, tmp_path):
     from posttrainlab.cli.options import check_prm as cli_check_prm
-    from posttrainlab.label.arith_prm import build
+    from posttrainlab.label.arith_prm import ArithPRMBuild, build
     from posttrainlab.runners.best_of_n import run as best_of_n
     from posttrainlab.runners.prm_eval import check_prm, load_scorer
     from posttrainlab.runners.prm_eval import run as eval_prm
@@ -135,7 +135,7 @@ def test_baseline_is_accepted_wherever_a_prm_is_named(arith_dir, tiny_policy, tm
     )
     assert b["prm"] == spec and b["within_problem"]["min"]["problems"] == 2
     aprm = tmp_path / "aprm"
-    build("fake", arith_dir, aprm, k=2, limit=1, backend=FakeBackend())
+    build("fake", arith_dir, aprm, ArithPRMBuild(k=2, limit=1), backend=FakeBackend())
     m = eval_prm(spec, aprm, tmp_path / "e", progress=False)
     assert m["model"] == spec and m["solutions"] > 0 and m["within_problem"] is not None
 

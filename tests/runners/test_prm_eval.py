@@ -87,10 +87,10 @@ def test_run_with_a_fake_scorer(tmp_path):
 
 def test_run_on_an_arith_prm_folder(arith_dir, tmp_path):
     """An arith-prm folder means its heldout split; DIR:SPLIT picks another. The oracle scorer is perfect."""
-    from posttrainlab.label.arith_prm import build
+    from posttrainlab.label.arith_prm import ArithPRMBuild, build
 
     aprm = tmp_path / "aprm"
-    build("fake", arith_dir, aprm, k=4, limit=2, backend=FakeBackend())
+    build("fake", arith_dir, aprm, ArithPRMBuild(k=4, limit=2), backend=FakeBackend())
     m = run("fake-prm", aprm, tmp_path / "e1", scorer=OracleScorer(), progress=False)
     assert m["source"].endswith("step/heldout.jsonl") and m["solutions"] == 2 * 2 * 4 + 2 * 2 * 2
     assert m["step"]["f1"] == 1.0 and m["step"]["auroc"] == 1.0 and m["first_error"]["f1"] == 1.0

@@ -30,12 +30,13 @@ def serving(monkeypatch, *args: str):
     import uvicorn
 
     from posttrainlab.serve import app as serve_app
+    from posttrainlab.serve.server import uvicorn_config
 
     state: dict = {}
 
     def run_server(app, sock, **_):
         state["app"], state["url"] = app, serve_app.url_of(sock)
-        state["server"] = uvicorn.Server(serve_app._config(app, log_level="warning", access_log=False))
+        state["server"] = uvicorn.Server(uvicorn_config(app, log_level="warning", access_log=False))
         state["server"].run(sockets=[sock])
 
     def target():

@@ -76,7 +76,7 @@ def arith_prm(
     from rich.console import Console
 
     from posttrainlab.data.arith.prm_labels import ArithPRMOptions
-    from posttrainlab.label.arith_prm import build
+    from posttrainlab.label.arith_prm import ArithPRMBuild, build
     from posttrainlab.threads import check_threads, configure_threads
 
     check_threads(threads)  # every check before torch is imported (cli.options)
@@ -90,10 +90,7 @@ def arith_prm(
                               hard_negatives_per_problem).check(names(heldout_prompts))  # fmt: skip
     configure_threads(threads)
 
-    manifest = build(
-        policy,
-        data,
-        out,
+    settings = ArithPRMBuild(
         k=k,
         seed=seed,
         limit=limit,
@@ -103,12 +100,10 @@ def arith_prm(
         batch_size=batch_size,
         train_prompts=names(train_prompts),
         heldout_prompts=names(heldout_prompts),
-        backend=None,
-        progress=progress,
         trust_remote_code=trust_remote_code,
         dtype=dtype,
-        options=options,
     )
+    manifest = build(policy, data, out, settings, progress=progress, options=options)
     console = Console()
     console.print(stats_table(manifest))
     sampling = manifest["sampling"]

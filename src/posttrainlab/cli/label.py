@@ -89,7 +89,7 @@ def mc(
 def _label(cfg: MCRunConfig) -> None:
     """Build the policy (and judge) backends, label, print the value table (and agreement with --exact-check)."""
     from posttrainlab.generation.factory import make_backend
-    from posttrainlab.label.mc import load_problems, parse_shard, run_mc
+    from posttrainlab.label.mc import RunOptions, load_problems, parse_shard, run_mc
 
     cfg.check_paths()
     check_out(cfg.out)  # a file in the path, an unwritable place: refused before any rollout (cli.options)
@@ -120,10 +120,12 @@ def _label(cfg: MCRunConfig) -> None:
         config=cfg.labelling(),
         output=cfg.output(),
         relabeler=relabeler,
-        shard=shard,
-        problems_per_call=cfg.problems_per_call or (1 if cfg.backend == "transformers" else 8),
-        keep_continuations=cfg.keep_continuations,
-        run_info={"policy": cfg.policy, "backend": cfg.backend},
+        run=RunOptions(
+            shard=shard,
+            problems_per_call=cfg.problems_per_call or (1 if cfg.backend == "transformers" else 8),
+            keep_continuations=cfg.keep_continuations,
+            run_info={"policy": cfg.policy, "backend": cfg.backend},
+        ),
         progress=cfg.progress,
     )
     s = summary["session"]

@@ -1,6 +1,6 @@
 """Build arith-prm: sample solutions from a policy, label every step exactly, write both views.
 
-``build(policy, data, out)`` reads arith-v1 (checksums checked), samples ``k`` solutions per prompt of
+``build(policy, data, out, settings)`` reads arith-v1 (checksums checked), samples ``k`` solutions per prompt of
 the train and held-out prompt splits from the policy (any ``SamplingBackend``; a transformers model
 folder by default) at ``temperature`` 1.0 so that the policy makes mistakes, adds the preference pairs
 and held-out corruptions, and writes the dataset with ``posttrainlab.data.arith.prm_data`` (which
@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from posttrainlab.data.arith.prm_data import (
@@ -38,38 +39,52 @@ def _load(data: str, split: str, limit: int | None) -> list[dict[str, Any]]:
     return read_split(data, split, required=("id", "category", "prompt", "answer"), limit=limit)[1]
 
 
+@dataclass(frozen=True)
+class ArithPRMBuild:
+    """How ``build`` samples: ``k`` solutions per prompt of the train and held-out prompt splits, and the model.
+
+    ``limit`` keeps the first N records of every arith-v1 split read (prompt splits and preference pairs).
+    ``reference_splits`` (arith-v1 splits, e.g. ``("sft_train_3k",)``, first ``reference_limit`` records of each) add
+    to ``train`` each record's reference solution and one corruption of it (``SplitBuilder.add_corruptions``, as the
+    held-out split has): exact labels that cost no sampling.
+    """
+
+    k: int = 4
+    seed: int = 0
+    limit: int | None = None
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 64
+    batch_size: int = 32
+    train_prompts: Sequence[str] = TRAIN_PROMPTS
+    heldout_prompts: Sequence[str] = HELDOUT_PROMPTS
+    reference_splits: Sequence[str] = ()
+    reference_limit: int | None = None
+    trust_remote_code: bool = False
+    dtype: str = "float32"
+
+
 def build(
     policy: str | os.PathLike,
     data: str | os.PathLike,
     out: str | os.PathLike,
+    settings: ArithPRMBuild | None = None,
     *,
-    k: int = 4,
-    seed: int = 0,
-    limit: int | None = None,
-    temperature: float = 1.0,
-    top_p: float = 1.0,
-    max_new_tokens: int = 64,
-    batch_size: int = 32,
-    train_prompts: Sequence[str] = TRAIN_PROMPTS,
-    heldout_prompts: Sequence[str] = HELDOUT_PROMPTS,
-    reference_splits: Sequence[str] = (),
-    reference_limit: int | None = None,
     backend=None,
     progress: bool = True,
-    trust_remote_code: bool = False,
-    dtype: str = "float32",
     options: ArithPRMOptions | None = None,
 ) -> dict[str, Any]:
     """Sample, label and write arith-prm into ``out``; return its manifest (``stats`` per split).
 
-    ``limit`` keeps the first N records of every arith-v1 split read (prompt splits and preference
-    pairs). ``backend`` replaces the model loaded from ``policy``. ``reference_splits`` (arith-v1 splits, e.g.
-    ``("sft_train_3k",)``, first ``reference_limit`` records of each) add to ``train`` each record's reference
-    solution and one corruption of it (``SplitBuilder.add_corruptions``, as the held-out split has): exact labels
-    that cost no sampling. ``options`` (``ArithPRMOptions``; default: the original build): the labelling mode, the
-    explicit missing-answer step, and near-miss hard negatives for ``train`` (``SplitBuilder.add_near_misses``)
-    from arith-v1 splits outside every evaluation pool.
+    ``settings`` (``ArithPRMBuild``; default: its defaults): the sampling, the splits and the model's loading.
+    ``backend`` replaces the model loaded from ``policy``. ``options`` (``ArithPRMOptions``; default: the original
+    build): the labelling mode, the explicit missing-answer step, and near-miss hard negatives for ``train``
+    (``SplitBuilder.add_near_misses``) from arith-v1 splits outside every evaluation pool.
     """
+    s = settings or ArithPRMBuild()
+    k, seed, limit, temperature, top_p = s.k, s.seed, s.limit, s.temperature, s.top_p
+    max_new_tokens, batch_size, reference_limit = s.max_new_tokens, s.batch_size, s.reference_limit
+    train_prompts, heldout_prompts, reference_splits = s.train_prompts, s.heldout_prompts, s.reference_splits
     options = (options or ArithPRMOptions()).check(heldout_prompts)
     if k < 1:
         raise BadInput(f"k={k}: need at least one sample per problem")
@@ -101,7 +116,7 @@ def build(
         from posttrainlab.generation.transformers_backend import TransformersBackend
 
         backend = TransformersBackend.from_pretrained(
-            policy, batch_size=batch_size, progress=progress, trust_remote_code=trust_remote_code, dtype=dtype
+            policy, batch_size=batch_size, progress=progress, trust_remote_code=s.trust_remote_code, dtype=s.dtype
         )
     sampling = {"temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens, "seed": seed}
     from posttrainlab.generation.sampling import sample_answers
@@ -161,4 +176,4 @@ def build(
     return write_dataset(out, {"train": train, "heldout": heldout, "preference_test": ptest}, meta)
 
 
-__all__ = ["build"]
+__all__ = ["ArithPRMBuild", "build"]

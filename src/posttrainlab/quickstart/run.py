@@ -39,7 +39,7 @@ def run_quickstart(out: str | Path, cfg: QuickstartConfig, console=None) -> Path
             _record_provenance(log, r, cfg, weights)
         if stage.name in ("sft", "eval-base"):
             _link_base(layout, r.base)  # the base is known: pretrain or import ran before
-        cached = stage.done() and records.records.get(stage.name, {}).get("hash") == records.hashes[stage.name]
+        cached = stage.done()  # check() refused any record of other settings, and any output without a record
         if stage.name != "report" and not cached:
             records.started(stage)
         log.stage(stage.name, cached, stage.run, console)

@@ -80,7 +80,7 @@ from posttrainlab.serve.requests import (
     sampling_params,
     validation_message,
 )
-from posttrainlab.serve.server import ServerThread, _config, bind, is_loopback, run_server, url_of
+from posttrainlab.serve.server import ServerThread, bind, is_loopback, run_server, url_of
 from posttrainlab.serve.streaming import LiveStream, StreamedChoice, TextFeed, events, live_events, text_pieces
 from posttrainlab.serve.tokens import TokenCounter, checked_max_tokens, usage
 
@@ -385,7 +385,6 @@ __all__ = [
     "DEFAULT_COMPLETION_MAX_TOKENS",
     "ServerThread",
     "TokenCounter",
-    "_config",
     "bind",
     "create_app",
     "is_loopback",

@@ -9,7 +9,7 @@ It reads the problem and the solution out of the prompt (the text after ``Proble
 ``Solution:``, as both prompts lay them out), reads the problem back from the question
 (``steps.parse_question``) and checks each non-empty line of the solution (``steps.step_verdicts``):
 
-- **the annotation prompt** (``label.annotate.build_messages``, recognised by its ``<HAL>`` instruction):
+- **the annotation prompt** (``label.annotate_prompt.build_messages``, recognised by its ``<HAL>`` instruction):
   the solution verbatim with the minimal wrong fragment of every wrong line in ``<HAL>…</HAL>``, or
   ``No hallucinations``. The minimal fragment is the result of a calculation whose operator and
   operands are right (``12 * 4 = <HAL>46</HAL>``), the number of a wrong answer line
@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from posttrainlab.data.arith.steps import ANSWER_LINE, CALC_LINE, parse_question, step_verdicts
 from posttrainlab.data.formats.hal import NO_HALLUCINATIONS, Span, insert_hal
 from posttrainlab.generation import Prompt
-from posttrainlab.label.annotate import PROMPT_MARKER
+from posttrainlab.label.annotate_prompt import PROMPT_MARKER
 from posttrainlab.runners.judge_client import HALLUCINATION_KEY
 
 REFUSAL = "ArithProgramJudge: {why}; no judgement given."

@@ -58,7 +58,7 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _config(app: FastAPI, *, log_level: str, access_log: bool):
+def uvicorn_config(app: FastAPI, *, log_level: str, access_log: bool):
     import uvicorn
 
     return uvicorn.Config(app, log_level=log_level, access_log=access_log, lifespan="on", timeout_keep_alive=30)
@@ -68,7 +68,7 @@ def run_server(app: FastAPI, sock: socket.socket, *, log_level: str = "warning",
     """Serve ``app`` on the bound ``sock`` until interrupted (Ctrl-C stops it cleanly)."""
     import uvicorn
 
-    uvicorn.Server(_config(app, log_level=log_level, access_log=access_log)).run(sockets=[sock])
+    uvicorn.Server(uvicorn_config(app, log_level=log_level, access_log=access_log)).run(sockets=[sock])
 
 
 class ServerThread:
@@ -83,7 +83,7 @@ class ServerThread:
         self.app = app
         self.sock = bind(host, port)
         self.url = url_of(self.sock)
-        self.server = uvicorn.Server(_config(app, log_level=log_level, access_log=False))
+        self.server = uvicorn.Server(uvicorn_config(app, log_level=log_level, access_log=False))
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
 
     def __enter__(self) -> ServerThread:

@@ -41,9 +41,9 @@ def fake_policy(folder: Path) -> Path:
 def folders(arith_dir, tmp_path_factory) -> dict[str, Path]:
     from posttrainlab.data.cards.kinds import upstream_provenance
     from posttrainlab.label.annotate import AnnotateConfig, run_annotate
-    from posttrainlab.label.arith_prm import build
+    from posttrainlab.label.arith_prm import ArithPRMBuild, build
     from posttrainlab.label.generate import GenerateConfig, run_generate
-    from posttrainlab.label.mc import load_problems, run_mc
+    from posttrainlab.label.mc import RunOptions, load_problems, run_mc
     from posttrainlab.label.mc.config import MCConfig, OutputConfig
     from posttrainlab.label.policy_pairs import policy_pairs
     from posttrainlab.label.sharp_build import build_sharp
@@ -54,7 +54,14 @@ def folders(arith_dir, tmp_path_factory) -> dict[str, Path]:
     out = {"arith-v1": arith_dir}
 
     out["arith-prm"] = root / "arith-prm"
-    build(policy, arith_dir, out["arith-prm"], k=2, limit=3, seed=1, backend=ScriptedArithPolicy(), progress=False)
+    build(
+        policy,
+        arith_dir,
+        out["arith-prm"],
+        ArithPRMBuild(k=2, limit=3, seed=1),
+        backend=ScriptedArithPolicy(),
+        progress=False,
+    )
 
     out["generations"] = root / "gen"
     gen = GenerateConfig(model=str(policy), data=f"{arith_dir}:dev", out=out["generations"], k=2, limit=8, seed=2)
@@ -74,7 +81,7 @@ def folders(arith_dir, tmp_path_factory) -> dict[str, Path]:
         out["mc-values"],
         config=MCConfig(n=4, seed=5),
         output=OutputConfig(val_problems=2, keep_band=(0.1, 0.9)),
-        run_info={"policy": str(policy), "backend": "scripted"},
+        run=RunOptions(run_info={"policy": str(policy), "backend": "scripted"}),
         progress=False,
     )
 

@@ -8,7 +8,7 @@ import pytest
 from mc_fakes import Killing
 
 from posttrainlab.errors import BadInput
-from posttrainlab.label.mc import MCConfig, OutputConfig, load_problems, run_mc
+from posttrainlab.label.mc import MCConfig, OutputConfig, RunOptions, load_problems, run_mc
 from posttrainlab.label.mc.scripted import ScriptedArithPolicy
 
 CONFIG = MCConfig(n=4, samples_per_problem=2)
@@ -77,7 +77,7 @@ def test_shards_then_merge_equal_one_run(tmp_path, problems_file, reference):
     out = tmp_path / "sharded"
     seen = []
     for i in range(3):
-        summary = label(problems_file, out, ScriptedArithPolicy(), shard=(i, 3))
+        summary = label(problems_file, out, ScriptedArithPolicy(), run=RunOptions(shard=(i, 3)))
         seen.append(summary["session"]["problems"])
     assert sum(seen) == 12 and summary["finished"]  # the last shard finds every problem done and writes
     assert outputs(out) == outputs(ref)
@@ -85,7 +85,7 @@ def test_shards_then_merge_equal_one_run(tmp_path, problems_file, reference):
 
 def test_batched_problems_give_the_same_labels(tmp_path, problems_file, reference):
     ref, _, _ = reference
-    label(problems_file, tmp_path / "batched", ScriptedArithPolicy(), problems_per_call=5)
+    label(problems_file, tmp_path / "batched", ScriptedArithPolicy(), run=RunOptions(problems_per_call=5))
     assert outputs(tmp_path / "batched") == outputs(ref)
 
 

@@ -13,7 +13,7 @@ docstring stating its conventions:
 - ``rollouts``: continuations, grades and the judge's verdicts per prefix, into one work record per problem;
 - ``rows``: the card's rows (the schema is ``data.formats.mc_value``), the held-out split, filters, value table;
 - ``work``: the resumable work folder and shards;
-- ``run``: the driver (``run_mc``) and the outputs (``finalize``);
+- ``run``: the driver (``run_mc``, its ``RunOptions``) and the outputs (``finalize``);
 - ``judge`` (LLM-judge relabel pass), ``agreement`` (MC against exact labels), ``scripted`` (a policy
   with known error rates for tests and benchmarks): imported by name, not re-exported here.
 """
@@ -36,7 +36,7 @@ from posttrainlab.label.mc.rows import (
     value_rows,
     value_table,
 )
-from posttrainlab.label.mc.run import finalize, run_mc
+from posttrainlab.label.mc.run import RunOptions, finalize, run_mc
 from posttrainlab.label.mc.search import FirstZeroSearch, simulate_binary
 from posttrainlab.label.mc.steps import exact_labels, prefix_text, split_trace
 from posttrainlab.label.mc.work import WORK, WorkDir, parse_shard, read_work
@@ -54,6 +54,7 @@ __all__ = [
     "MCRunConfig",
     "OutputConfig",
     "MCProblem",
+    "RunOptions",
     "WorkDir",
     "exact_labels",
     "finalize",

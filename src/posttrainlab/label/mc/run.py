@@ -19,6 +19,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,20 @@ from posttrainlab.label.mc.rows import (
 from posttrainlab.label.mc.work import WorkDir, in_shard
 from posttrainlab.progress import progress_bar
 
-_DEFAULT_CONFIG, _DEFAULT_OUTPUT = MCConfig(), OutputConfig()  # frozen: safe as defaults
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How one ``run_mc`` call goes (none of it changes a label): its shard, the problems that share each backend
+    call (their requests keep their own seeds), whether work/ keeps the continuation texts, and ``run_info`` (more
+    keys of the work identity, e.g. the policy and backend)."""
+
+    shard: tuple[int, int] = (0, 1)
+    problems_per_call: int = 1
+    keep_continuations: bool = False
+    run_info: dict[str, Any] | None = None
+
+
+_DEFAULT_CONFIG, _DEFAULT_OUTPUT, _DEFAULT_RUN = MCConfig(), OutputConfig(), RunOptions()  # frozen: safe as defaults
 
 
 def run_mc(
@@ -50,17 +64,15 @@ def run_mc(
     config: MCConfig = _DEFAULT_CONFIG,
     output: OutputConfig = _DEFAULT_OUTPUT,
     relabeler=None,
-    shard: tuple[int, int] = (0, 1),
-    problems_per_call: int = 1,
-    keep_continuations: bool = False,
-    run_info: dict[str, Any] | None = None,
+    run: RunOptions = _DEFAULT_RUN,
     progress: bool = True,
     on_record: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Label ``problems`` into ``out`` (module docstring); returns the summary (``finished`` False for a partial shard).
 
-    ``problems_per_call`` problems share each backend call (their requests keep their own seeds).
+    ``run`` (``RunOptions``): the shard, ``problems_per_call`` problems sharing each backend call, and the rest.
     """
+    shard, problems_per_call = run.shard, run.problems_per_call
     from posttrainlab.grading import get_grader
 
     config.check()
@@ -78,7 +90,7 @@ def run_mc(
     work = WorkDir(out, shard)
     identity = {
         **labelling_settings(config),
-        **(run_info or {}),
+        **(run.run_info or {}),
         "prompt_version": PROMPT_VERSION,
         "judge": relabeler.config() if relabeler is not None else None,
     }
@@ -89,7 +101,7 @@ def run_mc(
             raise BadInput(f"{work.dir}: problem {p.id!r} was labelled from different data; use a new --out")
     todo = [p for p in problems if p.id not in done and in_shard(p.id, shard)]
     grader = get_grader(config.grader)
-    ctx = Context(backend, grader, config, relabeler, keep_continuations)
+    ctx = Context(backend, grader, config, relabeler, run.keep_continuations)
     start = time.perf_counter()
     try:
         with progress_bar(progress) as bar:
@@ -191,4 +203,4 @@ def finalize(
     return summary
 
 
-__all__ = ["finalize", "run_mc"]
+__all__ = ["RunOptions", "finalize", "run_mc"]

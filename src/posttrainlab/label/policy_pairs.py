@@ -109,17 +109,14 @@ def sample_pairs(records: list[dict], cfg, backend) -> tuple[list[dict], dict[st
     Returns ``(pairs, counts)``; ``counts`` is ``preference_pairs.json``'s (prompts, pairs, prompts without a
     correct / an incorrect answer, pairs whose chosen is the reference, outcomes of all samples and of the rejects).
     """
-    from posttrainlab.generation.sampling import sample_answers
-    from posttrainlab.grading.arith import ArithGrader
+    from posttrainlab.train.policy_samples import graded_samples
 
-    sampling = {"temperature": cfg.temperature, "top_p": cfg.top_p, "max_new_tokens": cfg.max_new_tokens}
-    completions = sample_answers(backend, records, cfg.k, f"DPO pairs: sampling k={cfg.k}", seed=cfg.seed, **sampling)
-    grader = ArithGrader()
+    graded = graded_samples(records, cfg, backend, f"DPO pairs: sampling k={cfg.k}")
     pairs: list[dict] = []
     sample_outcomes: Counter[str] = Counter()
     without_correct = without_incorrect = with_pairs = 0
-    for record, answers in zip(records, completions, strict=True):
-        outcomes = [grader.grade(a, record["answer"]).outcome for a in answers]
+    for record, samples in zip(records, graded, strict=True):
+        answers, outcomes = [s["response"] for s in samples], [s["outcome"] for s in samples]
         sample_outcomes.update(outcomes)
         without_correct += "correct" not in outcomes
         without_incorrect += all(o == "correct" for o in outcomes)

@@ -101,7 +101,7 @@ class StageRecords:
                 f"{', '.join(shown[:SHOWN])}{more}); choose a new or empty --out"
             )
         base = self.layout.base
-        if (base.exists() or base.is_symlink()) and not base.is_symlink():
+        if base.exists() and not base.is_symlink():
             raise BadInput(f"{base}: not the link the quickstart makes to its base model; move it away")
         for stage in stages:
             entry = self.entry(stage)
@@ -161,4 +161,4 @@ def model_hashes(folder: Path, layout: RunLayout) -> dict[str, str]:
     folder = Path(folder)
     weights = ("*.safetensors", "pytorch_model*.bin")
     files = sorted(p for pattern in weights for p in folder.glob(pattern) if p.is_file())
-    return {layout.relative(p) if layout.relative(p).startswith("OUT/") else str(p): sha256_file(p) for p in files}
+    return {layout.relative(p): sha256_file(p) for p in files}  # OUT/… inside the run folder, else the full path

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The checks that need CUDA GPUs, in one script that ends within 10 minutes (docs/multi-gpu.md):
 #   SFT and the PRM trainer under each GPU accelerate config (configs/accelerate/ddp.yaml, fsdp.yaml,
-#   deepspeed_zero3.yaml), the vLLM sampling backend (`posttrain label mc --backend vllm`) and GRPO with TRL's
+#   deepspeed_zero3.yaml), the vLLM sampling backend in-process (`posttrain label mc --backend vllm`) and as a
+#   server the lab starts (`eval policy --backend vllm-server`, from `make vllm`'s .venv-vllm), GRPO with TRL's
 #   vLLM generation (`trainer_args.use_vllm=true`, colocated). A few steps each, on the tiny model (trainers)
 #   and SmolLM2-135M-Instruct (vLLM). This machine has no GPU, so it is run on one that has.
 #
@@ -150,6 +151,18 @@ if "$BIN/python" -c "import vllm" >"$LOGS/vllm-import.log" 2>&1; then
 else
   result SKIP vllm-label 0 "vllm is not installed ($(tail -n 1 "$LOGS/vllm-import.log" | cut -c1-120))"
   result SKIP grpo-vllm 0 "vllm is not installed"
+fi
+
+# --backend vllm-server: the lab starts `make vllm`'s vLLM server itself (.venv-vllm; docs/vllm.md)
+served() { # eval policy ran on the server backend
+  "$BIN/python" -c "import json,sys; g=json.load(open(sys.argv[1]))['generation']; assert g['backend'] == 'vllm-server'
+print(f\"{g['backend']}: {g['requests_per_s']:.1f} requests/s\")" "$WORK/runs/eval-vllm-server/metrics.json"
+}
+if [[ -x .venv-vllm/bin/python || -n ${POSTTRAIN_VLLM_PYTHON:-} ]]; then
+  check vllm-server served "$BIN/posttrain" eval policy --model "$WORK/smollm2" --data "$WORK/arith-v1:test" \
+    --limit 64 --max-new-tokens 64 --preference-split none --backend vllm-server --out "$WORK/runs/eval-vllm-server"
+else
+  result SKIP vllm-server 0 "no .venv-vllm: run make vllm (it installs vllm with its CUDA torch there)"
 fi
 
 echo "gpu_check: $((SECONDS - START)) s in all; logs in $LOGS"

@@ -91,6 +91,7 @@ def _schema(rel: str):
     from posttrainlab.label.mc.config import MCRunConfig
     from posttrainlab.models.tiny import TinyModelConfig
     from posttrainlab.quickstart import QuickstartConfig
+    from posttrainlab.study import StudyConfig
     from posttrainlab.train.pretrain import PretrainConfig
     from posttrainlab.train.prm_recipe import PRMRecipe
     from posttrainlab.train.recipes import RECIPES
@@ -102,6 +103,7 @@ def _schema(rel: str):
         "prm": lambda: PRMRecipe,
         "label": lambda: {"mc": MCRunConfig}[name],
         "quickstart": lambda: QuickstartConfig,
+        "study": lambda: StudyConfig,
         "accelerate": lambda: None,
     }
     assert folder in by_folder, f"configs/{rel}: name its config class in tests/test_config.py _schema"

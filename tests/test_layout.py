@@ -42,7 +42,7 @@ MAX_PARAMS = 10
 FLOORS = {
     "__main__": 6,
     "cli": 6,
-    "quickstart": 5,
+    **dict.fromkeys(["quickstart", "study"], 5),
     **dict.fromkeys(["train", "eval", "runners", "label", "serve", "report", "prm"], 4),
     **dict.fromkeys(["models", "generation"], 3),
     "data": 2,

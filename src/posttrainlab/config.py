@@ -56,6 +56,17 @@ def config_path(path: str | os.PathLike) -> Path:
     return shipped if shipped.is_file() else given
 
 
+def preset_file(name: str, folder: Path, what: str = "preset") -> Path:
+    """The YAML file of preset ``name``: ``folder/NAME.yaml`` for a shipped name, ``name`` itself for a ``.yaml`` or
+    ``.yml`` path; ``BadInput`` listing the shipped ones for any other name (the quickstart's and the study's)."""
+    if name.endswith((".yaml", ".yml")):
+        return Path(name)
+    names = sorted(p.stem for p in folder.glob("*.yaml"))
+    if name not in names:
+        raise BadInput(f"unknown {what} {name!r}: choose one of {', '.join(names)}, or a YAML file")
+    return folder / f"{name}.yaml"
+
+
 def load_config(
     cls: type[T],
     path: str | os.PathLike | None = None,

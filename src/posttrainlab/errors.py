@@ -41,6 +41,23 @@ class EndpointError(PosttrainError):
         super().__init__(f"{message} (after {retries + 1} tries)" if transient and retries else message)
 
 
+def at_least_one(flags: bool = False, **values: int | None) -> None:
+    """``BadInput`` for the first of ``values`` below 1 (``None``, not set, passes): ``name=0: must be at least 1``,
+    or with ``flags`` as the command line spells it, ``--name 0: must be at least 1`` (a field's flag is its name
+    with dashes).
+
+    >>> at_least_one(limit=None, k=2)
+    >>> at_least_one(True, k=2, max_tokens=0)
+    Traceback (most recent call last):
+    ...
+    posttrainlab.errors.BadInput: --max-tokens 0: must be at least 1
+    """
+    for name, value in values.items():
+        if value is not None and value < 1:
+            shown = f"--{name.replace('_', '-')} {value}" if flags else f"{name}={value}"
+            raise BadInput(f"{shown}: must be at least 1")
+
+
 def one_line(exc: BaseException, limit: int = 200) -> str:
     """An exception's message on one line (whitespace collapsed), cut to ``limit`` characters.
 

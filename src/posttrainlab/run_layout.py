@@ -46,6 +46,18 @@ RELIABILITY_PNG = "reliability.png"  # eval prm
 BON_PNG = "best_of_n.png"  # best-of-N
 
 
+class _Entry:
+    """A path of the run folder, below its root: ``data = _Entry("data", "arith-v1")`` makes ``layout.data``."""
+
+    def __init__(self, *parts: str) -> None:
+        self.relative = Path(*parts)
+
+    def __get__(self, layout: RunLayout | None, owner: type | None = None) -> Path:
+        if layout is None:  # on the class: the entry itself
+            return self  # type: ignore[return-value]
+        return layout.root / self.relative
+
+
 @dataclass(frozen=True)
 class RunLayout:
     """Every path of one run folder, ``root`` included."""
@@ -56,38 +68,23 @@ class RunLayout:
         object.__setattr__(self, "root", Path(self.root))
 
     # --- files of the run itself
-    @property
-    def run_json(self) -> Path:
-        return self.root / RUN_JSON
-
-    @property
-    def stages_json(self) -> Path:
-        return self.root / STAGES_JSON
-
-    @property
-    def log(self) -> Path:
-        return self.root / STAGE_LOG
-
-    @property
-    def report_md(self) -> Path:
-        return self.root / "report.md"
-
-    @property
-    def report_html(self) -> Path:
-        return self.root / "report.html"
-
-    @property
-    def report_files(self) -> Path:
-        return self.root / "report_files"
-
-    # --- the stages' folders
-    @property
-    def data(self) -> Path:
-        return self.root / "data" / "arith-v1"
-
-    @property
-    def base(self) -> Path:
-        return self.root / "base"
+    run_json = _Entry(RUN_JSON)
+    stages_json = _Entry(STAGES_JSON)
+    log = _Entry(STAGE_LOG)
+    report_md = _Entry("report.md")
+    report_html = _Entry("report.html")
+    report_files = _Entry("report_files")
+    # --- the stages' folders (and the two files of arith-prm the PRM trains and is evaluated on)
+    data = _Entry("data", "arith-v1")
+    base = _Entry("base")
+    eval_root = _Entry("eval")
+    arith_prm = _Entry("arith-prm")
+    prm_train = _Entry("arith-prm", "step", "train.jsonl")
+    prm_heldout = _Entry("arith-prm", "step", "heldout.jsonl")
+    prm = _Entry("prm")
+    prm_eval = _Entry("prm-eval")
+    best_of_n = _Entry("best-of-n")
+    beam_search = _Entry("beam-search")
 
     def model(self, name: str) -> Path:
         """A training run's folder: ``sft``, ``dpo-policy``, ``grpo-s1``…"""
@@ -95,39 +92,7 @@ class RunLayout:
 
     def eval_dir(self, name: str) -> Path:
         """The greedy evaluation of model ``name`` (``base`` or a training run's name)."""
-        return self.root / "eval" / name
-
-    @property
-    def eval_root(self) -> Path:
-        return self.root / "eval"
-
-    @property
-    def arith_prm(self) -> Path:
-        return self.root / "arith-prm"
-
-    @property
-    def prm_train(self) -> Path:
-        return self.arith_prm / "step" / "train.jsonl"
-
-    @property
-    def prm_heldout(self) -> Path:
-        return self.arith_prm / "step" / "heldout.jsonl"
-
-    @property
-    def prm(self) -> Path:
-        return self.root / "prm"
-
-    @property
-    def prm_eval(self) -> Path:
-        return self.root / "prm-eval"
-
-    @property
-    def best_of_n(self) -> Path:
-        return self.root / "best-of-n"
-
-    @property
-    def beam_search(self) -> Path:
-        return self.root / "beam-search"
+        return self.eval_root / name
 
     def relative(self, path: Path) -> str:
         """``path`` as ``OUT/…`` when inside the run folder (so a copied folder records the same settings)."""

@@ -17,8 +17,8 @@ from cli_capture import cli
         ),
         (
             ["generate", "--model", "m", "--data", "d", "--out", "o", "--backend", "bogus"],
-            "posttrain: error: Invalid value for '--backend': 'bogus' is not one of 'transformers', 'vllm', 'openai'. "
-            "(`posttrain generate --help` lists them)",
+            "posttrain: error: Invalid value for '--backend': 'bogus' is not one of 'transformers', 'vllm', "
+            "'vllm-server', 'openai'. (`posttrain generate --help` lists them)",
         ),
         (
             ["annotate", "--model-name", "j", "--data", "d", "--out", "o", "--select", "best"],

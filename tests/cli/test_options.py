@@ -67,7 +67,7 @@ def test_each_concept_has_one_spelling_and_every_old_one_still_works():
 def test_choice_is_the_library_tuple():
     from posttrainlab.generation.factory import BACKENDS
 
-    assert typing.get_args(choice(BACKENDS)) == ("transformers", "vllm", "openai")
+    assert typing.get_args(choice(BACKENDS)) == ("transformers", "vllm", "vllm-server", "openai")
 
 
 def test_check_data_refuses_a_missing_local_path_only(tmp_path):

@@ -17,7 +17,7 @@ def problems(tmp_path) -> Path:
 
 def test_generate_refuses_a_bad_backend_and_writes_nothing(tmp_path, problems):
     r = fresh("generate", "--backend", "bogus", "--model", "x", "--data", str(problems), "--out", str(tmp_path / "o"))
-    assert r.code == 2 and "'bogus' is not one of 'transformers', 'vllm', 'openai'" in r.line
+    assert r.code == 2 and "'bogus' is not one of 'transformers', 'vllm', 'vllm-server', 'openai'" in r.line
     assert not (tmp_path / "o").exists()  # it used to write generate.json there first
 
 

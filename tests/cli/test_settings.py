@@ -45,8 +45,8 @@ def test_check_choices_refuses_any_value_outside_and_passes_unset():
 def test_label_mc_help_shows_the_library_choices(capsys):
     code, out, _ = cli(capsys, "label", "mc", "--help")
     assert code == 0
-    for shown in ("--backend <transformers|vllm|openai>", "--search <full|binary>", "--dtype <float32|bfloat16"):
-        assert shown in out
+    shown = ("--backend <transformers|vllm|vllm-server|openai>", "--search <full|binary>", "--dtype <float32|bfloat16")
+    assert all(s in out for s in shown)
 
 
 @pytest.mark.parametrize(
@@ -54,7 +54,10 @@ def test_label_mc_help_shows_the_library_choices(capsys):
     [
         (["--dtype", "f8"], "posttrain: error: --dtype 'f8': choose one of float32, bfloat16, float16, auto"),
         (["--judge-relabel", "some"], "posttrain: error: --judge-relabel 'some': choose one of all, unparsed"),
-        (["--backend", "tgi"], "posttrain: error: --backend 'tgi': choose one of transformers, vllm, openai"),
+        (
+            ["--backend", "tgi"],
+            "posttrain: error: --backend 'tgi': choose one of transformers, vllm, vllm-server, openai",
+        ),  # fmt: skip
     ],
 )
 def test_label_mc_refuses_a_bad_choice_before_data_or_torch(tmp_path, flag, line):

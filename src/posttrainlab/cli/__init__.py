@@ -21,6 +21,7 @@ from posttrainlab.cli.data import data_app
 from posttrainlab.cli.evaluate import eval_app
 from posttrainlab.cli.label import label_app
 from posttrainlab.cli.model import model_app
+from posttrainlab.cli.study import study_app
 from posttrainlab.cli.train import train_app
 from posttrainlab.errors import PosttrainError
 
@@ -29,6 +30,7 @@ from posttrainlab.errors import PosttrainError
 _RESUME = "run the same command again to resume"
 INTERRUPT_KEPT = {
     ("quickstart",): f"finished stages and the last complete checkpoint are kept in the run folder; {_RESUME}",
+    ("study",): f"finished stages and the last complete checkpoint are kept in the study folder; {_RESUME}",
     ("train",): f"complete checkpoints in the recipe's output_dir are kept; {_RESUME} from the newest",
     ("model", "pretrain"): f"complete checkpoints beside the output folder are kept; {_RESUME}",
     ("label", "mc"): f"finished problems are kept in the work folder; {_RESUME}",
@@ -84,6 +86,7 @@ app.add_typer(model_app, name="model")
 app.add_typer(eval_app, name="eval")
 app.add_typer(train_app, name="train")
 app.add_typer(label_app, name="label")
+app.add_typer(study_app, name="study")
 pipeline.register(app)  # generate, annotate
 serve.register(app)
 quickstart.register(app)

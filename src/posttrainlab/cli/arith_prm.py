@@ -13,13 +13,11 @@ from pathlib import Path
 
 import typer
 
-from posttrainlab.cli.options import DATA, OUT, THREADS, check_data, check_model, choice, out_folder
+from posttrainlab.cli.options import BACKEND, DATA, OUT, POLICY, THREADS, check_data, check_model, choice, out_folder
 from posttrainlab.data.arith.prm_labels import LABEL_MODES, MISSING_ANSWER
+from posttrainlab.generation.factory import POLICY_BACKENDS
 from posttrainlab.models.loading import DTYPES
-
-
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f}%"
+from posttrainlab.report.format import pct
 
 
 def stats_table(manifest: dict):
@@ -35,14 +33,14 @@ def stats_table(manifest: dict):
         return "/".join(map(str, counts))
 
     for split, s in manifest["stats"].items():
-        table.add_row(split, "all", str(s["rows"]), _pct(s["all_correct_share"]), hist(s["first_error_histogram"]))
+        table.add_row(split, "all", str(s["rows"]), pct(s["all_correct_share"]), hist(s["first_error_histogram"]))
         for source, t in s["by_source"].items():
-            table.add_row("", source, str(t["rows"]), _pct(t["all_correct_share"]), hist(t["first_error_histogram"]))
+            table.add_row("", source, str(t["rows"]), pct(t["all_correct_share"]), hist(t["first_error_histogram"]))
     return table
 
 
 def arith_prm(
-    policy: str = typer.Option(..., "--policy", help="Policy to sample: a Hugging Face model folder or Hub id."),
+    policy: str = POLICY,
     data: str = typer.Option(..., *DATA, help="arith-v1 folder (posttrain data prepare) or hf:// path."),
     out: Path = typer.Option(
         ..., *OUT, parser=out_folder, help="Output folder (replaced atomically; empty or an arith-prm build)."
@@ -71,6 +69,7 @@ def arith_prm(
     trust_remote_code: bool = typer.Option(False, "--trust-remote-code", help="Run the model repo's own code."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
     threads: int | None = typer.Option(None, *THREADS, help="torch CPU threads (default: the thread policy)."),
+    backend: choice(POLICY_BACKENDS) = BACKEND,
 ) -> None:
     """Sample K solutions per problem, label every step exactly, write the step and Math-Shepherd views."""
     from rich.console import Console
@@ -91,19 +90,15 @@ def arith_prm(
     configure_threads(threads)
 
     settings = ArithPRMBuild(
-        k=k,
-        seed=seed,
-        limit=limit,
-        temperature=temperature,
-        top_p=top_p,
-        max_new_tokens=max_new_tokens,
-        batch_size=batch_size,
-        train_prompts=names(train_prompts),
-        heldout_prompts=names(heldout_prompts),
-        trust_remote_code=trust_remote_code,
-        dtype=dtype,
-    )
-    manifest = build(policy, data, out, settings, progress=progress, options=options)
+        k=k, seed=seed, limit=limit, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
+        batch_size=batch_size, train_prompts=names(train_prompts), heldout_prompts=names(heldout_prompts),
+        trust_remote_code=trust_remote_code, dtype=dtype,
+    )  # fmt: skip
+    from posttrainlab.generation.factory import policy_backend
+
+    with policy_backend(policy, backend, batch_size=batch_size, dtype=dtype, trust_remote_code=trust_remote_code,
+                        threads=threads, progress=progress) as sampler:  # fmt: skip
+        manifest = build(policy, data, out, settings, progress=progress, options=options, backend=sampler)
     console = Console()
     console.print(stats_table(manifest))
     sampling = manifest["sampling"]

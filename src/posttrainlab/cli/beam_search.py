@@ -20,21 +20,25 @@ from pathlib import Path
 import typer
 
 from posttrainlab.cli.options import (
-    DATA,
+    BACKEND,
     OUT,
     OVERWRITE,
+    POLICY,
+    PRM,
+    PROBLEMS,
     THREADS,
     check_model,
     check_prm,
     check_results,
     check_split,
+    choice,
     out_folder,
 )
+from posttrainlab.generation.factory import POLICY_BACKENDS
+from posttrainlab.report.format import pct
 from posttrainlab.runners.settings import BeamSettings
 
-
-def _pct(x: float) -> str:
-    return f"{100 * x:.1f}%"
+S = BeamSettings  # each flag's default is the settings class's (runners.settings)
 
 
 def beam_table(b: dict):
@@ -51,7 +55,7 @@ def beam_table(b: dict):
 
     def add(name: str, acc: dict) -> None:
         lo, hi = acc["ci95"]
-        table.add_row(name, str(acc["n"]), str(acc["correct"]), _pct(acc["value"]), f"{_pct(lo)} - {_pct(hi)}")
+        table.add_row(name, str(acc["n"]), str(acc["correct"]), pct(acc["value"]), f"{pct(lo)} - {pct(hi)}")
 
     add("best-scored beam", b["accuracy"])
     for category, acc in b["per_category"].items():
@@ -61,13 +65,10 @@ def beam_table(b: dict):
     return table
 
 
-S = BeamSettings  # each flag's default is the settings class's (runners.settings)
-
-
 def beam_search(
-    policy: str = typer.Option(..., "--policy", help="Policy to sample: a Hugging Face model folder or Hub id."),
-    prm_model: str = typer.Option(..., "--prm", help="PRM folder (posttrain train prm) or Hub id."),
-    data: str = typer.Option(..., *DATA, help="arith-v1 folder (DIR or DIR:SPLIT; default split test) or file."),
+    policy: str = POLICY,
+    prm_model: str = PRM,
+    data: str = PROBLEMS,
     out: Path = typer.Option(..., *OUT, parser=out_folder, help="Output folder: beam.json, outcomes.jsonl."),
     beams: int = typer.Option(S.beams, "--beams", help="Beams kept per problem (finished ones count)."),
     proposals: int = typer.Option(S.proposals, "--proposals", help="One-step continuations each active beam proposes."),
@@ -99,6 +100,7 @@ def beam_search(
     device: str | None = typer.Option(S.device, "--device", help="PRM device (default: CUDA when available)."),
     threads: int | None = typer.Option(None, *THREADS, help="torch CPU threads (default: the thread policy)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+    backend: choice(POLICY_BACKENDS) = BACKEND,
     overwrite: bool = OVERWRITE,
 ) -> None:
     """Step-level beam search guided by the PRM; accuracy, votes, and tokens per problem beside best-of-n's."""
@@ -121,9 +123,12 @@ def beam_search(
     if best_of_n is not None:
         _check_best_of_n(best_of_n, data, limit)
     configure_threads(threads)
+    from posttrainlab.generation.factory import policy_backend
     from posttrainlab.runners.beam_search import run
 
-    b = run(policy, prm_model, data, out, settings, best_of_n=best_of_n, progress=progress)
+    with policy_backend(policy, backend, batch_size=batch_size, dtype=dtype, threads=threads,
+                        progress=False) as sampler:  # fmt: skip
+        b = run(policy, prm_model, data, out, settings, best_of_n=best_of_n, progress=progress, backend=sampler)
     console = Console()
     console.print(beam_table(b))
     tokens = f"{b['tokens_per_problem']:.1f} generated tokens per problem"

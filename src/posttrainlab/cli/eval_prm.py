@@ -16,9 +16,13 @@ from pathlib import Path
 import typer
 
 from posttrainlab.cli.options import (
+    BACKEND,
     DATA,
     OUT,
     OVERWRITE,
+    POLICY,
+    PRM,
+    PROBLEMS,
     THREADS,
     check_data,
     check_model,
@@ -29,14 +33,13 @@ from posttrainlab.cli.options import (
 )
 from posttrainlab.data.formats import STEP_FORMATS
 from posttrainlab.eval.aggregation import AGGREGATIONS
+from posttrainlab.generation.factory import POLICY_BACKENDS
 from posttrainlab.models.loading import DTYPES
+from posttrainlab.report.format import pct
 from posttrainlab.runners.settings import BestOfNSettings, PRMEvalSettings
 
 THREADS_HELP = "torch CPU threads (default: the thread policy, posttrainlab.threads)."
-
-
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f}%"
+B = BestOfNSettings  # each flag's default is the settings class's (runners.settings)
 
 
 def _num(x: float | None) -> str:
@@ -54,15 +57,15 @@ def prm_table(m: dict):
     table.add_column("value", justify="right")
     s, fe, sw = m["step"], m["first_error"], m["first_error_sweep"]
     rows = [
-        (f"wrong-step precision @ {m['threshold']}", _pct(s["precision"])),
-        (f"wrong-step recall @ {m['threshold']}", _pct(s["recall"])),
-        (f"wrong-step F1 @ {m['threshold']}", _pct(s["f1"])),
+        (f"wrong-step precision @ {m['threshold']}", pct(s["precision"])),
+        (f"wrong-step recall @ {m['threshold']}", pct(s["recall"])),
+        (f"wrong-step F1 @ {m['threshold']}", pct(s["f1"])),
         ("step AUROC", _num(s["auroc"])),
-        (f"first-error F1 @ {m['threshold']} (ProcessBench)", _pct(fe["f1"])),
-        ("  accuracy on erroneous / correct", f"{_pct(fe['accuracy_erroneous'])} / {_pct(fe['accuracy_correct'])}"),
+        (f"first-error F1 @ {m['threshold']} (ProcessBench)", pct(fe["f1"])),
+        ("  accuracy on erroneous / correct", f"{pct(fe['accuracy_erroneous'])} / {pct(fe['accuracy_correct'])}"),
         (
             "first-error F1, best threshold (tuned on this data)",
-            f"{_pct(sw['best_f1'])} @ {sw['best_threshold']}",
+            f"{pct(sw['best_f1'])} @ {sw['best_threshold']}",
         ),
         (f"ECE ({m['calibration']['n_bins']} bins)", _num(m["calibration"]["ece"])),
         ("mean score correct / wrong steps", f"{_num(s['mean_score_correct'])} / {_num(s['mean_score_wrong'])}"),
@@ -114,8 +117,7 @@ def prm(
     console = Console()
     console.print(prm_table(m))
     pos = ", ".join(
-        f"{r['position']}: {_pct(r['gold_wrong_rate'])}/{_pct(r['predicted_wrong_rate'])}"
-        for r in m["per_position"][:6]
+        f"{r['position']}: {pct(r['gold_wrong_rate'])}/{pct(r['predicted_wrong_rate'])}" for r in m["per_position"][:6]
     )
     console.print(f"wrong rate by step (gold/predicted): {pos}", highlight=False)
     console.print(f"wrote {out / 'metrics.json'}, {out / 'scores.jsonl'}, {out / 'reliability.png'}", highlight=False)
@@ -131,19 +133,16 @@ def bon_table(b: dict):
         table.add_column(f"n={n}", justify="right")
     for name, by_n in b["selectors"].items():
         label = f"prm_vote ({b['vote_aggregation']})" if name == "prm_vote" else name
-        table.add_row(label, *[_pct(by_n[str(n)]["value"]) for n in b["ns"]])
-    table.add_row("oracle (pass@n)", *[_pct(b["oracle"][str(n)]["value"]) for n in b["ns"]])
+        table.add_row(label, *[pct(by_n[str(n)]["value"]) for n in b["ns"]])
+    table.add_row("oracle (pass@n)", *[pct(b["oracle"][str(n)]["value"]) for n in b["ns"]])
     table.caption = "95% Wilson intervals in bon.json"
     return table
 
 
-B = BestOfNSettings  # each flag's default is the settings class's (runners.settings)
-
-
 def best_of_n(
-    policy: str = typer.Option(..., "--policy", help="Policy to sample: a Hugging Face model folder or Hub id."),
-    prm_model: str = typer.Option(..., "--prm", help="PRM folder (posttrain train prm) or Hub id."),
-    data: str = typer.Option(..., *DATA, help="arith-v1 folder (DIR or DIR:SPLIT; default split test) or file."),
+    policy: str = POLICY,
+    prm_model: str = PRM,
+    data: str = PROBLEMS,
     out: Path = typer.Option(
         ..., *OUT, parser=out_folder, help="Output folder: bon.json, samples.jsonl (cache), best_of_n.png."
     ),
@@ -165,6 +164,7 @@ def best_of_n(
     device: str | None = typer.Option(B.device, "--device", help="PRM device (default: CUDA when available)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
     threads: int | None = typer.Option(None, *THREADS, help=THREADS_HELP),
+    backend: choice(POLICY_BACKENDS) = BACKEND,
     overwrite: bool = typer.Option(
         False, "--overwrite", help="Replace bon.json an earlier run left in --out (its sample cache is reused anyway)."
     ),
@@ -188,14 +188,18 @@ def best_of_n(
         max_new_tokens=max_new_tokens, seed=seed, limit=limit, batch_size=batch_size, prm_batch_size=prm_batch_size,
         vote_aggregation=vote_aggregation, dtype=dtype, device=device,
     )  # fmt: skip
-    b = run(policy, prm_model, data, out, settings, progress=progress)
+    from posttrainlab.generation.factory import policy_backend
+
+    with policy_backend(policy, backend, batch_size=batch_size, dtype=dtype, threads=threads,
+                        progress=progress) as sampler:  # fmt: skip
+        b = run(policy, prm_model, data, out, settings, progress=progress, backend=sampler)
     console = Console()
     console.print(bon_table(b))
     s = b["sampling"]
     how = "reused from samples.jsonl" if s["reused_cache"] else f"sampled in {s['seconds']:.1f} s"
     console.print(
         f"{s['samples']} samples {how}; PRM scoring {b['scoring']['seconds']:.1f} s; "
-        f"single-sample accuracy {_pct(b['sample_accuracy']['value'])}",
+        f"single-sample accuracy {pct(b['sample_accuracy']['value'])}",
         highlight=False,
     )
     console.print(f"wrote {out / 'bon.json'}, {out / 'scores.jsonl'}, {out / 'best_of_n.png'}", highlight=False)

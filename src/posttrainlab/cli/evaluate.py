@@ -16,6 +16,7 @@ from pathlib import Path
 import typer
 
 from posttrainlab.cli.options import (
+    BACKEND,
     CONCURRENCY,
     DATA,
     OUT,
@@ -28,16 +29,14 @@ from posttrainlab.cli.options import (
     out_file,
     out_folder,
 )
+from posttrainlab.generation.factory import POLICY_BACKENDS
 from posttrainlab.models.loading import DTYPES
+from posttrainlab.report.format import pct
 from posttrainlab.runners.settings import JudgeSettings, OnInvalid, PolicyEvalSettings
 
 eval_app = typer.Typer(
     help="Evaluate policies: accuracy per category with intervals, pass@k, preferences.", no_args_is_help=True
 )
-
-
-def _pct(x: float) -> str:
-    return f"{100 * x:.1f}%"
 
 
 def summary_table(metrics: dict):
@@ -53,8 +52,8 @@ def summary_table(metrics: dict):
 
     def add(name: str, acc: dict, passed: float | None) -> None:
         lo, hi = acc["ci95"]
-        cells = [name, str(acc["n"]), str(acc["correct"]), _pct(acc["value"]), f"{_pct(lo)} - {_pct(hi)}"]
-        table.add_row(*cells, *([_pct(passed)] if pass_k else []))
+        cells = [name, str(acc["n"]), str(acc["correct"]), pct(acc["value"]), f"{pct(lo)} - {pct(hi)}"]
+        table.add_row(*cells, *([pct(passed)] if pass_k else []))
 
     add("overall", metrics["accuracy"], pass_k["value"] if pass_k else None)
     for category, acc in metrics["per_category"].items():
@@ -64,24 +63,23 @@ def summary_table(metrics: dict):
 
 def summary_lines(metrics: dict) -> list[str]:
     """Outcome shares, format rate, preference accuracy and speed, one line each."""
-    shares = ", ".join(f"{k} {_pct(v)}" for k, v in metrics["outcome_shares"].items())
-    lines = [f"outcomes: {shares}; format rate {_pct(metrics['format_rate'])}"]
+    shares = ", ".join(f"{k} {pct(v)}" for k, v in metrics["outcome_shares"].items())
+    lines = [f"outcomes: {shares}; format rate {pct(metrics['format_rate'])}"]
     pref = metrics.get("preference")
     if pref:
         acc = pref["accuracy"]
-        per = ", ".join(f"{k} {_pct(v['value'])}" for k, v in pref["per_corruption"].items())
+        per = ", ".join(f"{k} {pct(v['value'])}" for k, v in pref["per_corruption"].items())
         lo, hi = acc["ci95"]
         lines.append(
-            f"preference accuracy ({pref['method']}, n={acc['n']}): {_pct(acc['value'])} "
-            f"[{_pct(lo)} - {_pct(hi)}]; {per}"
+            f"preference accuracy ({pref['method']}, n={acc['n']}): {pct(acc['value'])} [{pct(lo)} - {pct(hi)}]; {per}"
         )
     sampled = metrics.get("sampled")
     if sampled:
         p1, maj = sampled["pass_at_1"], sampled["maj_at_k"]
         lines.append(
-            f"sampled (K={sampled['n_samples']}, T={sampled['temperature']:g}): pass@1 {_pct(p1['value'])} "
-            f"[{_pct(p1['ci95'][0])} - {_pct(p1['ci95'][1])}], maj@{maj['k']} {_pct(maj['value'])} "
-            f"[{_pct(maj['ci95'][0])} - {_pct(maj['ci95'][1])}]; samples' format rate {_pct(sampled['format_rate'])}"
+            f"sampled (K={sampled['n_samples']}, T={sampled['temperature']:g}): pass@1 {pct(p1['value'])} "
+            f"[{pct(p1['ci95'][0])} - {pct(p1['ci95'][1])}], maj@{maj['k']} {pct(maj['value'])} "
+            f"[{pct(maj['ci95'][0])} - {pct(maj['ci95'][1])}]; samples' format rate {pct(sampled['format_rate'])}"
         )
     gen = metrics["generation"]
     if gen.get("requests_per_s"):
@@ -133,6 +131,7 @@ def policy(
     threads: int | None = typer.Option(
         None, *THREADS, help="torch CPU threads (1 is fastest for the tiny model on a busy machine)."
     ),
+    backend: choice(POLICY_BACKENDS) = BACKEND,
     overwrite: bool = OVERWRITE,
 ) -> None:
     """Generate on a split, grade, and write metrics.json (accuracy per category with 95% CIs) and samples.jsonl."""
@@ -156,7 +155,11 @@ def policy(
     if ref_model is not None:
         check_model(ref_model, "--ref-model")
     configure_threads(threads)
-    metrics = evaluate_policy(model, data, out, settings, ref_model=ref_model, progress=progress)
+    from posttrainlab.generation.factory import policy_backend
+
+    with policy_backend(model, backend, batch_size=batch_size, dtype=dtype, trust_remote_code=trust_remote_code,
+                        threads=threads, progress=progress) as sampler:  # fmt: skip
+        metrics = evaluate_policy(model, data, out, settings, ref_model=ref_model, progress=progress, backend=sampler)
     console = Console()
     console.print(summary_table(metrics))
     for line in summary_lines(metrics):
@@ -169,10 +172,6 @@ def policy(
 LABEL_ALIGNED_NOTE = "label-aligned (reads gold labels)"
 
 
-def _pct2(x: float) -> str:
-    return f"{100 * x:.2f}%"
-
-
 def _judge_table(metrics: dict, title: str):
     """A rich table of one run's headline metrics; the label-aligned number is always named as such."""
     from rich.table import Table
@@ -183,14 +182,14 @@ def _judge_table(metrics: dict, title: str):
         table.add_column(column, justify="left" if column == "metric" else "right")
 
     def row(name: str, d: dict, accuracy: bool = False) -> None:
-        cells = [_pct2(d["precision"]), _pct2(d["recall"]), _pct2(d["f1"])]
-        table.add_row(name, *cells, _pct2(d["accuracy"]) if accuracy else "")
+        cells = [pct(d["precision"], 2), pct(d["recall"], 2), pct(d["f1"], 2)]
+        table.add_row(name, *cells, pct(d["accuracy"], 2) if accuracy else "")
 
     row(f"span, {LABEL_ALIGNED_NOTE}", m["span_level"])
     row("span, gold-independent", m["span_level_gold_independent"])
     row("case (row flagged)", m["case_level"], accuracy=True)
     fe = m["first_error"]
-    table.add_row("first error (ProcessBench)", "", "", "-" if fe["f1"] is None else _pct2(fe["f1"]), "")
+    table.add_row("first error (ProcessBench)", "", "", pct(fe["f1"], 2), "")
     return table
 
 
@@ -201,8 +200,8 @@ def _judge_lines(metrics: dict) -> list[str]:
     if metrics.get("smoke_run"):
         size += " (SMOKE RUN: --max-samples, not the full evaluation)"
     spans = (
-        f"span F1 {_pct2(m['span_level']['f1'])} {LABEL_ALIGNED_NOTE}, "
-        f"{_pct2(m['span_level_gold_independent']['f1'])} gold-independent"
+        f"span F1 {pct(m['span_level']['f1'], 2)} {LABEL_ALIGNED_NOTE}, "
+        f"{pct(m['span_level_gold_independent']['f1'], 2)} gold-independent"
     )
     lines = [spans, size, f"unlocated spans: {un['count']} in {un['rows']} rows; located by {m['span_locate_methods']}"]
     lines += [f"  row {u['index']}: {u['span'][:100]!r}" for u in un["spans"][:5]]
@@ -272,19 +271,11 @@ def judge(
     if data_file is None or model_name is None:
         raise BadInput("give --data-file and --model-name to run a judge, or --filepath RUN.jsonl to recompute")
     cfg = JudgeSettings(
-        data_file=data_file,
-        model_name=model_name,
-        model_url=model_url,
-        api_key=api_key,
-        num_threads=num_threads,
-        max_tokens=max_tokens,
-        max_samples=max_samples,
-        output_dir=output_dir,
+        data_file=data_file, model_name=model_name, model_url=model_url, api_key=api_key, num_threads=num_threads,
+        max_tokens=max_tokens, max_samples=max_samples, output_dir=output_dir,
         on_invalid=on_invalid,  # type: ignore[arg-type]  # checked by JudgeSettings.check
-        timeout_s=timeout,
-        run_tag=run_tag,
-        retry_failed=retry_failed,
-    )
+        timeout_s=timeout, run_tag=run_tag, retry_failed=retry_failed,
+    )  # fmt: skip
     with console.status("judging…") as status:
         run = run_judge(cfg, progress=lambda done, total: status.update(f"judged {done}/{total} rows"))
     console.print(_judge_table(run.metrics, f"{model_name} on {data_file} ({run.metrics['run']})"))

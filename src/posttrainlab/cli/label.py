@@ -4,12 +4,14 @@
     posttrain label mc --policy M --backend openai --base-url http://127.0.0.1:8000/v1 --data F --n 16 --out D
     posttrain label mc --config configs/label/mc.yaml policy=M data=F out=D n=16 search=binary
     posttrain label mc --config configs/label/mc.yaml --print-config         # the resolved settings, as YAML
+    posttrain label mc --policy M --data F --n 16 --out D --ray 8 [--ray-address auto]   # on 8 Ray replicas
     posttrain label mc-agreement runs/mc --n 4 --n 8 --n 16
 
 Thin verbs: build the settings (``label.mc.config.MCRunConfig``) from ``--config FILE.yaml``, ``key=value``
 and the old flags (``cli.settings``: ``--some-flag VALUE`` is ``some_flag=VALUE``; the field help text lives
-on the dataclass and ``--help`` lists it), build the backend (``generation.factory.make_backend``), call
-``label.mc``, print the value table. torch is imported only inside the verb (``posttrain --help`` stays fast).
+on the dataclass and ``--help`` lists it), build the backend (``label.mc.policy.make_sampler``, over
+``generation.factory.make_backend``; with ``--ray R`` the replicas build it), call ``label.mc``, print the value
+table. torch is imported only inside the verb (``posttrain --help`` stays fast).
 """
 
 from __future__ import annotations
@@ -87,50 +89,39 @@ def mc(
 
 
 def _label(cfg: MCRunConfig) -> None:
-    """Build the policy (and judge) backends, label, print the value table (and agreement with --exact-check)."""
-    from posttrainlab.generation.factory import make_backend
-    from posttrainlab.label.mc import RunOptions, load_problems, parse_shard, run_mc
+    """Build the policy (and judge) backends, label, print the value table (and agreement with --exact-check).
+
+    With ``--ray R`` the replicas build the backends (``label.mc.ray_runner``); the work folder is the same.
+    """
+    from posttrainlab.label.mc import load_problems, run_mc
+    from posttrainlab.label.mc.policy import make_relabeler, make_sampler, run_options
 
     cfg.check_paths()
     check_out(cfg.out)  # a file in the path, an unwritable place: refused before any rollout (cli.options)
-    shard = parse_shard(cfg.shard)
+    run = run_options(cfg)  # a bad --shard is refused before the data is read
     problems = load_problems(cfg.data, split=cfg.split, limit=cfg.limit, grader=cfg.grader, step_split=cfg.step_split)
-    relabeler = None
-    if cfg.judge_model is not None:
-        from posttrainlab.label.mc.judge import Relabeler
-
-        judge = make_backend(
-            cfg.judge_model, backend="openai", base_url=cfg.judge_url, api_key=cfg.api_key, batch_size=cfg.batch_size
-        )
-        relabeler = Relabeler(judge, mode=cfg.judge_relabel, seed=cfg.seed)
-    configure_threads(cfg.threads)  # before the policy's backend imports torch
-    extra: dict = {}
-    if cfg.backend == "transformers":
-        extra = {"progress": False, "trust_remote_code": cfg.trust_remote_code, "dtype": cfg.dtype}
-    elif cfg.backend == "vllm":
-        extra = {"trust_remote_code": cfg.trust_remote_code, "dtype": "auto" if cfg.dtype == "float32" else cfg.dtype}
-    sampler = make_backend(
-        cfg.policy, backend=cfg.backend, base_url=cfg.base_url, api_key=cfg.api_key, batch_size=cfg.batch_size, **extra
-    )
     out = Path(cfg.out)
-    summary = run_mc(
-        problems,
-        sampler,
-        out,
-        config=cfg.labelling(),
-        output=cfg.output(),
-        relabeler=relabeler,
-        run=RunOptions(
-            shard=shard,
-            problems_per_call=cfg.problems_per_call or (1 if cfg.backend == "transformers" else 8),
-            keep_continuations=cfg.keep_continuations,
-            run_info={"policy": cfg.policy, "backend": cfg.backend},
-        ),
-        progress=cfg.progress,
-    )
+    if cfg.ray is not None:
+        from posttrainlab.label.mc.ray_runner import run_mc_ray
+
+        summary = run_mc_ray(problems, cfg)
+    else:
+        relabeler = make_relabeler(cfg)
+        configure_threads(cfg.threads)  # before the policy's backend imports torch
+        summary = run_mc(
+            problems,
+            make_sampler(cfg),
+            out,
+            config=cfg.labelling(),
+            output=cfg.output(),
+            relabeler=relabeler,
+            run=run,
+            progress=cfg.progress,
+        )
     s = summary["session"]
     typer.echo(
         f"this run: {s['problems']} problems, {s['rollouts']} rollouts in {s['calls']} calls, {s['seconds']:.1f} s"
+        + (f" on {s['replicas']} Ray replica{'s' * (s['replicas'] != 1)}" if "replicas" in s else "")
     )
     if not summary["finished"]:
         typer.echo(

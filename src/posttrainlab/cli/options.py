@@ -147,9 +147,21 @@ def click_errors() -> tuple[type[Exception], type[Exception]]:
     return exceptions.ClickException, getattr(exceptions, "NoArgsIsHelpError", ())
 
 
+BACKEND = typer.Option(
+    "transformers",
+    "--backend",
+    help="What samples the policy: transformers (in this process), vllm (vLLM in this process: a CUDA venv with "
+    "vllm), vllm-server (a vLLM server from `make vllm`'s venv that the verb starts and stops; docs/vllm.md).",
+)
+
+
 OVERWRITE = typer.Option(
     False, "--overwrite", help="Replace the results an earlier run left in --out (refused without this flag)."
 )
+#: the policy, PRM and problems of the verbs that sample a policy and score it with a PRM (best-of-N, beam search)
+POLICY = typer.Option(..., "--policy", help="Policy to sample: a Hugging Face model folder or Hub id.")
+PRM = typer.Option(..., "--prm", help="PRM folder (posttrain train prm) or Hub id.")
+PROBLEMS = typer.Option(..., *DATA, help="arith-v1 folder (DIR or DIR:SPLIT; default split test) or file.")
 
 
 def check_results(out: Path, results: str | tuple[str, ...], overwrite: bool) -> None:
@@ -167,11 +179,15 @@ def check_results(out: Path, results: str | tuple[str, ...], overwrite: bool) ->
 
 
 __all__ = [
+    "BACKEND",
     "CONCURRENCY",
     "DATA",
     "FLAG_ALIASES",
     "OUT",
     "OVERWRITE",
+    "POLICY",
+    "PRM",
+    "PROBLEMS",
     "THREADS",
     "check_data",
     "check_model",

@@ -28,6 +28,7 @@ from posttrainlab.errors import BadInput
 from posttrainlab.generation.factory import BACKENDS
 from posttrainlab.label.sharp_build import SELECTIONS
 from posttrainlab.progress import progress_bar
+from posttrainlab.report.format import pct
 from posttrainlab.threads import configure_threads
 
 # the SHARP views' selection and train/test split, shared by `annotate` and `data sharp-build`
@@ -42,10 +43,6 @@ def _check_split(select: str, test_share: float) -> None:
         raise BadInput(f"--select {select!r}: choose one of {', '.join(SELECTIONS)}")
     if not 0 <= test_share < 1:
         raise BadInput(f"--test-share {test_share}: must be in [0, 1)")
-
-
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f}%"
 
 
 def generate(
@@ -84,22 +81,11 @@ def generate(
     from posttrainlab.label.generate import SYSTEM_PROMPT, GenerateConfig, read_generations, run_generate, split_counts
 
     cfg = GenerateConfig(
-        model=model,
-        data=data,
-        out=out,
-        k=k,
-        backend=backend,
-        model_url=model_url,
-        api_key=api_key,
-        temperature=temperature,
-        top_p=top_p,
-        max_new_tokens=max_new_tokens,
-        limit=limit,
-        seed=seed,
-        step_split=step_split,
-        system_prompt=SYSTEM_PROMPT if system_prompt is None else system_prompt,
+        model=model, data=data, out=out, k=k, backend=backend, model_url=model_url, api_key=api_key,
+        temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, limit=limit, seed=seed,
+        step_split=step_split, system_prompt=SYSTEM_PROMPT if system_prompt is None else system_prompt,
         batch_size=batch_size,
-    )
+    )  # fmt: skip
     cfg.check()  # flags, then paths, then threads: all before torch is imported or --out is touched
     check_data(data)
     if backend != "openai":
@@ -155,19 +141,10 @@ def annotate(
 
     _check_split(select, test_share)
     cfg = AnnotateConfig(
-        data=data,
-        out=out,
-        model_name=model_name,
-        model_url=model_url,
-        api_key=api_key,
-        num_threads=num_threads,
-        max_attempts=max_attempts,
-        max_tokens=max_tokens,
-        timeout_s=timeout,
-        min_ratio=min_ratio,
-        limit=limit,
+        data=data, out=out, model_name=model_name, model_url=model_url, api_key=api_key, num_threads=num_threads,
+        max_attempts=max_attempts, max_tokens=max_tokens, timeout_s=timeout, min_ratio=min_ratio, limit=limit,
         retry_failed=retry_failed,
-    )
+    )  # fmt: skip
     with progress_bar(transient=True) as bar:
         task = bar.add_task("annotating", total=None)
         run = run_annotate(cfg, progress=lambda d, t: bar.update(task, completed=d, total=t))
@@ -199,7 +176,7 @@ def _build(
         s = summary["splits"][split]
         hist = " ".join(f"{k}:{v}" for k, v in s["first_error_histogram"].items()) or "-"
         typer.echo(
-            f"{split:>5}: {s['rows']} rows, {s['problems']} problems, clean {_pct(s['clean_share'])}; "
+            f"{split:>5}: {s['rows']} rows, {s['problems']} problems, clean {pct(s['clean_share'])}; "
             f"first error at step {hist}"
         )
     for warning in summary["warnings"]:
@@ -254,14 +231,14 @@ def agree(
 
     typer.echo(f"{result['rows']} rows ({result['mode']}), {result['steps_compared']} steps compared")
     typer.echo(
-        f"step kappa {num(result['step_kappa'])} (agreement {_pct(result['step_agreement'])}; wrong steps "
+        f"step kappa {num(result['step_kappa'])} (agreement {pct(result['step_agreement'])}; wrong steps "
         f"{result['wrong_steps_a']} in A, {result['wrong_steps_b']} in B)"
     )
     typer.echo(
         f"span F1 {num(span['f1'])} (chars marked: {span['chars_a']} in A, {span['chars_b']} in B, "
         f"{span['chars_both']} in both)"
     )
-    typer.echo(f"solution kappa {num(result['solution_kappa'])}; same first error {_pct(result['first_error_match'])}")
+    typer.echo(f"solution kappa {num(result['solution_kappa'])}; same first error {pct(result['first_error_match'])}")
 
 
 def register(app: typer.Typer) -> None:

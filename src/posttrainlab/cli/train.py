@@ -14,11 +14,14 @@ without torch (the run folder, choices, model folders, data) is checked before t
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 import typer
 
+from posttrainlab.cli.options import choice
 from posttrainlab.errors import BadInput
+from posttrainlab.generation.factory import POLICY_BACKENDS
 from posttrainlab.train.prm_recipe import FORMATS, HEADS, SUPERVISION
 
 train_app = typer.Typer(
@@ -59,6 +62,14 @@ SEEDS = typer.Option(
     min=1,
     help="Train K times: output_dir, then output_dir-s1 ... with optim.seed + 1 ... (train.recipes.seeded).",
 )
+#: the methods that sample from their starting model before training (``--backend``)
+SAMPLING_METHODS = ("dpo", "grpo")
+PAIRS_BACKEND = typer.Option(
+    "transformers",
+    "--backend",
+    help="What samples DPO's on-policy pairs (preference.source=policy) and GRPO's prompt filter: transformers, "
+    "vllm, or vllm-server (a vLLM server from `make vllm`'s venv, stopped once they are sampled; docs/vllm.md).",
+)
 VERBOSE = typer.Option(
     False, "--verbose", help="Show the libraries' progress bars and notes too (datasets, transformers, TRL)."
 )
@@ -94,8 +105,6 @@ def check_trainer_args(method: str, recipe) -> None:
     """``trainer_args`` keys the config class lacks, or that a recipe field sets: one line (``trainer_kwargs``).
 
     The config class is the trainer module's own (``posttrainlab.train.<method>.config_class``)."""
-    import importlib
-
     from posttrainlab.train.common import trainer_kwargs
 
     trainer = importlib.import_module(f"posttrainlab.train.{method}")
@@ -103,11 +112,13 @@ def check_trainer_args(method: str, recipe) -> None:
 
 
 def _run(method: str, config: Path, overrides: list[str] | None, resume: bool, overwrite: bool, show: bool,
-         verbose: bool = False, seeds: int = 1) -> None:  # fmt: skip
+         verbose: bool = False, seeds: int = 1, backend: str = "transformers") -> None:  # fmt: skip
     from posttrainlab.config import load_config, to_yaml
     from posttrainlab.progress import quiet_libraries
 
     how = existing(resume, overwrite)
+    if backend != "transformers" and method not in SAMPLING_METHODS:
+        raise BadInput(f"--backend {backend}: train {method} samples nothing (it is for {', '.join(SAMPLING_METHODS)})")
     if method == "prm":
         from posttrainlab.train.prm_recipe import PRMRecipe as recipe_class
     else:
@@ -124,57 +135,47 @@ def _run(method: str, config: Path, overrides: list[str] | None, resume: bool, o
     for run in runs:
         preflight(method, run, how)
     quiet_libraries(verbose)
-    if method == "sft":
-        from posttrainlab.train.sft import train_sft as train
-    elif method == "dpo":
-        from posttrainlab.train.dpo import train_dpo as train
-    elif method == "grpo":
-        from posttrainlab.train.grpo import train_grpo as train
-    elif method == "rft":
-        from posttrainlab.train.rft import train_rft as train
-    else:
-        from posttrainlab.train.prm import train_prm as train
-    for k, run in enumerate(runs):
-        out = train(run, existing=how)  # writes recipe.yaml into output_dir once data and model check out
-        typer.echo(f"{method}: model saved to {out}" + (f" (seed {k + 1}/{seeds}, optim.seed {run.optim.seed})"
-                                                        if seeds > 1 else ""))  # fmt: skip
+    train = getattr(importlib.import_module(f"posttrainlab.train.{method}"), f"train_{method}")
+    from posttrainlab.generation.factory import policy_backend
+    from posttrainlab.train.common import resolve_model
 
-
-@train_app.command("sft")
-def sft(config: Path = CONFIG, overrides: list[str] = OVERRIDES, resume: bool = RESUME, overwrite: bool = OVERWRITE,
-        print_config: bool = PRINT, verbose: bool = VERBOSE, seeds: int = SEEDS):  # fmt: skip
-    """Supervised fine-tuning, loss on the completion only."""
-    _run("sft", config, overrides, resume, overwrite, print_config, verbose, seeds)
-
-
-@train_app.command("dpo")
-def dpo(config: Path = CONFIG, overrides: list[str] = OVERRIDES, resume: bool = RESUME, overwrite: bool = OVERWRITE,
-        print_config: bool = PRINT, verbose: bool = VERBOSE, seeds: int = SEEDS):  # fmt: skip
-    """Direct preference optimisation against a frozen reference (arith-v1's pairs, or sampled: preference.source)."""
-    _run("dpo", config, overrides, resume, overwrite, print_config, verbose, seeds)
-
-
-@train_app.command("grpo")
-def grpo(config: Path = CONFIG, overrides: list[str] = OVERRIDES, resume: bool = RESUME, overwrite: bool = OVERWRITE,
-         print_config: bool = PRINT, verbose: bool = VERBOSE, seeds: int = SEEDS):  # fmt: skip
-    """GRPO with arith-grader rewards (correctness + weighted format)."""
-    _run("grpo", config, overrides, resume, overwrite, print_config, verbose, seeds)
-
-
-@train_app.command("rft")
-def rft(config: Path = CONFIG, overrides: list[str] = OVERRIDES, resume: bool = RESUME, overwrite: bool = OVERWRITE,
-        print_config: bool = PRINT, verbose: bool = VERBOSE, seeds: int = SEEDS):  # fmt: skip
-    """Rejection-sampling fine-tuning (expert iteration): keep the policy's right answers (or exactly right steps)."""
-    _run("rft", config, overrides, resume, overwrite, print_config, verbose, seeds)
+    # what --backend samples: DPO's on-policy pairs, GRPO's prompt filter (each from the recipe's starting model)
+    sampling = getattr(recipe, "preference", None) or getattr(recipe, "prompt_filter", None)
+    policy = resolve_model(recipe.model) if backend != "transformers" else recipe.model
+    with policy_backend(policy, backend, batch_size=getattr(sampling, "batch_size", 32),
+                        trust_remote_code=recipe.trust_remote_code) as sampler:  # fmt: skip
+        for k, run in enumerate(runs):
+            out = train(run, existing=how, **({} if sampler is None else {"backend": sampler}))  # writes recipe.yaml
+            typer.echo(f"{method}: model saved to {out}" + (f" (seed {k + 1}/{seeds}, optim.seed {run.optim.seed})"
+                                                            if seeds > 1 else ""))  # fmt: skip
 
 
 PRM_HELP = (
     "Process reward model on transformers.Trainer (configs/prm/*.yaml; docs/prm.md). Recipe choices: "
     f"head {' | '.join(HEADS)}; supervision {' | '.join(SUPERVISION)}; dataset.format {' | '.join(FORMATS)}."
 )
+#: each verb's help; ``posttrain train sft`` runs ``posttrainlab.train.sft.train_sft``, and so for each method
+VERBS = {
+    "sft": "Supervised fine-tuning, loss on the completion only.",
+    "dpo": "Direct preference optimisation against a frozen reference (arith-v1's pairs, or sampled: "
+    "preference.source).",
+    "grpo": "GRPO with arith-grader rewards (correctness + weighted format).",
+    "rft": "Rejection-sampling fine-tuning (expert iteration): keep the policy's right answers (or exactly right "
+    "steps).",
+    "prm": PRM_HELP,
+}
 
 
-@train_app.command("prm", help=PRM_HELP)
-def prm(config: Path = CONFIG, overrides: list[str] = OVERRIDES, resume: bool = RESUME, overwrite: bool = OVERWRITE,
-        print_config: bool = PRINT, verbose: bool = VERBOSE, seeds: int = SEEDS):  # fmt: skip
-    _run("prm", config, overrides, resume, overwrite, print_config, verbose, seeds)
+def _verb(method: str) -> None:
+    """Add ``posttrain train METHOD``: the same flags for every method."""
+
+    def verb(config: Path = CONFIG, overrides: list[str] = OVERRIDES, resume: bool = RESUME,
+             overwrite: bool = OVERWRITE, print_config: bool = PRINT, verbose: bool = VERBOSE,
+             seeds: int = SEEDS, backend: choice(POLICY_BACKENDS) = PAIRS_BACKEND):  # fmt: skip
+        _run(method, config, overrides, resume, overwrite, print_config, verbose, seeds, backend)
+
+    train_app.command(method, help=VERBS[method])(verb)
+
+
+for _method in VERBS:
+    _verb(_method)

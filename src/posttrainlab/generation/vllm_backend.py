@@ -1,7 +1,9 @@
-"""The vLLM sampling backend (GPU, optional): ``LLM.generate`` with automatic prefix caching.
+"""The in-process vLLM sampling backend (optional): ``LLM.generate`` with automatic prefix caching.
 
-vLLM is an optional install (``pip install vllm`` on a CUDA machine); without it, creating the backend
-raises ``BadInput`` with one line saying so, and nothing else in posttrainlab needs it. A thin adapter,
+vLLM is an optional install (``pip install vllm`` on a CUDA machine, in a venv whose pins allow both; on this
+lab's CPU machines vLLM lives in its own venv and ``--backend vllm-server`` runs it, ``generation.vllm_server``);
+without it, creating the backend raises ``BadInput`` with one line saying so, and nothing else in posttrainlab
+needs it. A thin adapter,
 written by hand because it only maps the ``SamplingBackend`` arguments onto vLLM's ``SamplingParams``
 (``n``, ``temperature``, ``top_p``, ``max_tokens``, ``seed``, ``stop``, ``top_k=-1``):
 
@@ -12,11 +14,15 @@ written by hand because it only maps the ``SamplingBackend`` arguments onto vLLM
   ``i``), which is what Monte-Carlo labelling needs (``sample_continuations``);
 - each request carries its own seed (``generate``: ``derive_seed(seed, i)`` for prompt ``i``), so a
   request's samples do not depend on what else is in the batch; ``temperature == 0`` asks for one
-  greedy sample and repeats it.
+  greedy sample and repeats it;
+- memory: on a GPU vLLM's own ``gpu_memory_utilization`` (0.9 unless given); on vLLM's CPU platform, where that
+  fraction would mean 90% of RAM, the KV cache is ``$VLLM_CPU_KVCACHE_SPACE`` GiB when the user set it, else
+  ``kv_cache_memory_bytes`` as given, else ``DEFAULT_KV_CACHE_GIB``, and OpenMP threads are not pinned to cores.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,8 +30,21 @@ from posttrainlab.errors import BadInput
 from posttrainlab.generation import Prompt, truncate_at_stop
 from posttrainlab.generation.sampling import check_sampling, derive_seed
 from posttrainlab.generation.shared_prefix import PrefixRequest, encode_request
+from posttrainlab.generation.vllm_server import DEFAULT_KV_CACHE_GIB
 
-MISSING = "vllm is not installed: `pip install vllm` on a machine with a CUDA GPU, or use --backend transformers"
+MISSING = (
+    "vllm is not installed here: `pip install vllm` on a machine with a CUDA GPU, or `make vllm` and "
+    "--backend vllm-server, or use --backend transformers"
+)
+
+
+def on_cpu() -> bool:
+    """Whether vLLM runs on its CPU platform (False where it cannot tell, as with a stand-in module)."""
+    try:
+        from vllm.platforms import current_platform
+    except ImportError:
+        return False
+    return bool(current_platform.is_cpu())
 
 
 def import_vllm():
@@ -49,7 +68,7 @@ class VLLMBackend:
         batch_size: int | None = None,
         trust_remote_code: bool = False,
         dtype: str = "auto",
-        gpu_memory_utilization: float = 0.9,
+        gpu_memory_utilization: float | None = None,
         max_model_len: int | None = None,
         tensor_parallel_size: int = 1,
         llm: Any = None,
@@ -61,11 +80,16 @@ class VLLMBackend:
                 model=str(model),
                 trust_remote_code=trust_remote_code,
                 dtype=dtype,
-                gpu_memory_utilization=gpu_memory_utilization,
                 tensor_parallel_size=tensor_parallel_size,
                 enable_prefix_caching=True,
                 **engine_kw,
             )
+            if gpu_memory_utilization is not None:
+                kw["gpu_memory_utilization"] = gpu_memory_utilization
+            if on_cpu():
+                os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
+                if not os.environ.get("VLLM_CPU_KVCACHE_SPACE") and "kv_cache_memory_bytes" not in kw:
+                    kw["kv_cache_memory_bytes"] = DEFAULT_KV_CACHE_GIB * 2**30
             if max_model_len is not None:
                 kw["max_model_len"] = max_model_len
             if batch_size is not None:
@@ -134,4 +158,4 @@ class VLLMBackend:
         return self._run([self._ids(r.prompt, r.prefix) for r in requests], params, n, temperature, stop)
 
 
-__all__ = ["MISSING", "VLLMBackend", "import_vllm"]
+__all__ = ["MISSING", "VLLMBackend", "import_vllm", "on_cpu"]

@@ -95,3 +95,16 @@ class ArithGrader:
         # "12.5" and "3/4" hold no integer to read (not 12, not 3); "140." does (the dot ends a sentence).
         parsed = _to_int(loose.group(0).replace(",", "")) if loose and not loose.group(1) else None
         return Grade(False, "malformed", parsed)
+
+
+def graded_answers(texts: list[str], answer: Any) -> list[dict[str, Any]]:
+    """Each response with its arith grade, as sampled answers are kept: ``{"response", "correct", "outcome",
+    "parsed"}`` (best-of-N's samples, a training run's policy samples).
+
+    >>> [(s["outcome"], s["parsed"]) for s in graded_answers(["Answer: 3", "three", "Answer: 4"], 3)]
+    [('correct', 3), ('missing_answer', None), ('wrong_answer', 4)]
+    """
+    grader = ArithGrader()
+    grades = [grader.grade(t, answer) for t in texts]
+    return [{"response": t, "correct": g.correct, "outcome": g.outcome, "parsed": g.parsed}
+            for t, g in zip(texts, grades, strict=True)]  # fmt: skip

@@ -48,7 +48,7 @@ from posttrainlab.data.formats.hal import HalMarkupError
 from posttrainlab.data.jsonl import append_jsonl
 from posttrainlab.data.pool import run_pool
 from posttrainlab.data.runfile import finished_records, has_row_index
-from posttrainlab.errors import BadInput
+from posttrainlab.errors import BadInput, at_least_one
 from posttrainlab.label.annotate_prompt import (
     PROMPT_MARKER,
     PROMPT_SHA256,
@@ -92,16 +92,10 @@ class AnnotateConfig:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
 
     def check(self) -> None:
-        if self.num_threads < 1:
-            raise BadInput(f"--num-threads {self.num_threads}: must be at least 1")
-        if self.max_attempts < 1:
-            raise BadInput(f"--max-attempts {self.max_attempts}: must be at least 1")
-        if self.max_tokens < 1:
-            raise BadInput(f"--max-tokens {self.max_tokens}: must be at least 1")
+        at_least_one(True, num_threads=self.num_threads, max_attempts=self.max_attempts, max_tokens=self.max_tokens)
         if not 0 < self.min_ratio <= 1:
             raise BadInput(f"--min-ratio {self.min_ratio}: must be in (0, 1]")
-        if self.limit is not None and self.limit < 1:
-            raise BadInput(f"--limit {self.limit}: must be at least 1")
+        at_least_one(True, limit=self.limit)
         if not self.model_name:
             raise BadInput("--model-name is empty: give the name the server serves")
 
@@ -241,13 +235,9 @@ class AnnotateRun:
 
 
 def run_annotate(
-    cfg: AnnotateConfig,
-    client: ChatClient | None = None,
-    *,
-    progress: Callable[[int, int], None] | None = None,
-    on_record: Callable[[dict[str, Any]], None] | None = None,
-    sleep: Callable[[float], None] = time.sleep,
-) -> AnnotateRun:
+    cfg: AnnotateConfig, client: ChatClient | None = None, *, progress: Callable[[int, int], None] | None = None,
+    on_record: Callable[[dict[str, Any]], None] | None = None, sleep: Callable[[float], None] = time.sleep,
+) -> AnnotateRun:  # fmt: skip
     """Annotate every unfinished row into ``cfg.out/annotations.jsonl`` (module docstring).
 
     ``client``: any ``judge_client.ChatClient`` (default: the ``openai`` client on ``cfg.model_url``).

@@ -16,6 +16,7 @@ from typing import Any
 from posttrainlab.data.formats.readers import iter_rows
 from posttrainlab.errors import BadInput
 from posttrainlab.label.repair import STEP_SEP
+from posttrainlab.runners.judge_client import PROBLEM_AND_SOLUTION, judge_request
 
 PROMPT_VERSION = "posttrainlab-sharp-annotate-v1"
 #: The marker the program judge (``serve.program_judge``) looks for to recognise this prompt.
@@ -26,13 +27,7 @@ PROMPT_TEMPLATE = (
     + PROMPT_MARKER
     + ": a wrong calculation result, a wrong fact, a wrong deduction or a wrong final answer. Mark as "
     "little as possible. Do not change, add, remove or explain anything else.\n"
-    "If the solution has no error, answer exactly: No hallucinations\n"
-    "\n"
-    "Problem:\n"
-    "<<PROBLEM>>\n"
-    "\n"
-    "Solution:\n"
-    "<<SOLUTION>>"
+    "If the solution has no error, answer exactly: No hallucinations\n" + PROBLEM_AND_SOLUTION
 )
 PROMPT_SHA256 = hashlib.sha256(PROMPT_TEMPLATE.encode()).hexdigest()
 
@@ -52,8 +47,7 @@ def build_messages(problem: str, steps: Sequence[str]) -> list[dict[str, str]]:
     >>> build_messages("What is 2 + 3?", ["2 + 3 = 6", "Answer: 6"])[0]["content"].split("Problem:\\n")[1]
     'What is 2 + 3?\\n\\nSolution:\\n2 + 3 = 6\\n\\nAnswer: 6'
     """
-    text = PROMPT_TEMPLATE.replace("<<PROBLEM>>", problem).replace("<<SOLUTION>>", solution_text(steps))
-    return [{"role": "user", "content": text}]
+    return judge_request(PROMPT_TEMPLATE, problem, solution_text(steps))
 
 
 def row_key(question: str, steps: Sequence[str]) -> str:

@@ -49,7 +49,7 @@ from posttrainlab.data.atomic import write_text
 from posttrainlab.data.jsonl import append_jsonl
 from posttrainlab.data.problems import QUESTION_FIELDS, row_question
 from posttrainlab.data.step_split import GENERATE_STEP_SPLITS, check_step_split, cut_steps
-from posttrainlab.errors import BadInput
+from posttrainlab.errors import BadInput, at_least_one
 
 SYSTEM_PROMPT = (
     "You are a careful math solver. Solve the problem step by step. Put each step in its own paragraph, "
@@ -145,14 +145,12 @@ class GenerateConfig:
     chunk: int = 64  # problems per generate call (and per resumable write)
 
     def check(self) -> None:
-        if self.k < 1:
-            raise BadInput(f"--k {self.k}: must be at least 1")
+        at_least_one(True, k=self.k)
         if self.temperature < 0:
             raise BadInput(f"--temperature {self.temperature}: must be >= 0")
         if not 0 < self.top_p <= 1:
             raise BadInput(f"--top-p {self.top_p}: must be in (0, 1]")
-        if self.limit is not None and self.limit < 1:
-            raise BadInput(f"--limit {self.limit}: must be at least 1")
+        at_least_one(True, limit=self.limit)
         check_step_split(self.step_split, GENERATE_STEP_SPLITS)
         from posttrainlab.generation.factory import BACKENDS
 

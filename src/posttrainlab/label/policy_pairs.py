@@ -11,21 +11,20 @@ too, its outcome kept), and pairs formed by ``pair_answers``:
   solution) stands in for every chosen slot; with ``none`` the prompt gives no pair;
 - no incorrect answer: no pair (a synthetic reject would bring back the off-policy pair this replaces).
 
-``policy_pairs`` writes ``preference_pairs.jsonl`` (one pair a line: ``id, source_id, category, prompt, chosen,
-rejected, chosen_source, rejected_outcome``) and ``preference_pairs.json`` (``settings``, ``counts``, timing) into
-the run's output_dir, both atomically and the summary last (docs/design.md "Reliability conventions"), and reuses
-them instead of sampling again when the summary's ``settings`` equal this run's (a resumed run). ``pairs/`` then
-holds both as a dataset folder (``train.jsonl``, ``preference_pairs.json``: hard links) with its card
-(``data.cards.kinds.publish_pairs``), since the run folder's own ``README.md`` is the trainer's model card.
+``policy_pairs`` (and ``train.dpo``, through ``train.common.run_rows``) samples, pairs and writes them the
+way every training run keeps its policy samples (``train.policy_samples.sampled_rows``, with ``pair_rows``):
+``preference_pairs.jsonl`` (one pair a line: ``id, source_id, category, prompt, chosen, rejected, chosen_source,
+rejected_outcome``) and ``preference_pairs.json`` (``settings``, ``counts``, timing) in the run's output_dir, both
+atomically and the summary last (docs/design.md "Reliability conventions"), reused instead of sampling again when
+the summary's ``settings`` equal this run's (a resumed run). ``pairs/`` then holds both as a dataset folder
+(``train.jsonl``, ``preference_pairs.json``: hard links) with its card (``data.cards.kinds.publish_pairs``), since
+the run folder's own ``README.md`` is the trainer's model card.
 
 Written by hand: the pairing rule is a few lines whose order and fallbacks must be exact and documented.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -34,8 +33,9 @@ from posttrainlab.errors import BadInput
 
 SOURCES = ("synthetic", "policy")
 FALLBACKS = ("reference", "none")
-PAIRS = "preference_pairs.jsonl"
-SUMMARY = "preference_pairs.json"
+NAME = "preference_pairs"
+PAIRS = f"{NAME}.jsonl"
+SUMMARY = f"{NAME}.json"
 
 
 def check_preference(cfg) -> None:
@@ -103,15 +103,10 @@ def pair_answers(
     return pairs
 
 
-def sample_pairs(records: list[dict], cfg, backend) -> tuple[list[dict], dict[str, Any]]:
-    """Sample ``cfg.k`` answers per record with ``backend`` (a ``SamplingBackend``), grade and pair them.
-
-    Returns ``(pairs, counts)``; ``counts`` is ``preference_pairs.json``'s (prompts, pairs, prompts without a
-    correct / an incorrect answer, pairs whose chosen is the reference, outcomes of all samples and of the rejects).
-    """
-    from posttrainlab.train.policy_samples import graded_samples
-
-    graded = graded_samples(records, cfg, backend, f"DPO pairs: sampling k={cfg.k}")
+def pairs_of(records: list[dict], graded: list[list[dict]], cfg) -> tuple[list[dict], dict[str, Any]]:
+    """The pairs of ``records`` from their graded samples (``train.policy_samples.graded_samples``), and the counts
+    of ``preference_pairs.json`` (prompts, pairs, prompts without a correct / an incorrect answer, pairs whose chosen
+    is the reference, outcomes of all samples and of the rejects)."""
     pairs: list[dict] = []
     sample_outcomes: Counter[str] = Counter()
     without_correct = without_incorrect = with_pairs = 0
@@ -137,35 +132,48 @@ def sample_pairs(records: list[dict], cfg, backend) -> tuple[list[dict], dict[st
     return pairs, counts
 
 
-def settings_of(cfg, policy: str, dataset, records: list[dict]) -> dict[str, Any]:
-    """What the pairs depend on: the reuse key of ``preference_pairs.json`` (records by a hash of their content)."""
-    from dataclasses import asdict
+def sample_pairs(records: list[dict], cfg, backend) -> tuple[list[dict], dict[str, Any]]:
+    """Sample ``cfg.k`` answers per record with ``backend`` (a ``SamplingBackend``), grade and pair them:
+    ``(pairs, counts)`` (``pairs_of``)."""
+    from posttrainlab.train.policy_samples import graded_samples
 
-    digest = hashlib.sha256()
-    for r in records:
-        digest.update(json.dumps([r["id"], r["prompt"], r["answer"], r.get("chosen")], sort_keys=True).encode())
-    return {
-        **asdict(cfg),
-        "policy": policy,
-        "data": dataset.path,
-        "split": dataset.split,
-        "limit": dataset.limit,
-        "records_sha256": digest.hexdigest(),
-    }
+    return pairs_of(records, graded_samples(records, cfg, backend, f"DPO pairs: sampling k={cfg.k}"), cfg)
 
 
-def _reusable(out: Path, settings: dict[str, Any]) -> list[dict] | None:
-    """The pairs in ``out`` when their summary's ``settings`` equal ``settings`` and the pairs file is whole."""
-    from posttrainlab.data.jsonl import read_jsonl
+def some_pairs(records: list[dict], graded: list[list[dict]], cfg) -> tuple[list[dict], dict[str, Any]]:
+    """``pairs_of``; no pair at all is ``BadInput`` (before anything is written)."""
+    pairs, counts = pairs_of(records, graded, cfg)
+    if not pairs:
+        raise BadInput(
+            f"preference.source=policy: no pair from {counts['prompts']} prompts (k={cfg.k}; "
+            f"{counts['prompts_without_correct']} without a correct answer, {counts['prompts_without_incorrect']} "
+            f"without an incorrect one); try chosen_fallback=reference, a larger k or a higher temperature"
+        )
+    return pairs, counts
 
-    try:
-        summary = json.loads((out / SUMMARY).read_text(encoding="utf-8"))
-        if summary.get("settings") != settings:
-            return None
-        pairs = read_jsonl(out / PAIRS)
-    except (OSError, json.JSONDecodeError, BadInput):
-        return None
-    return pairs if len(pairs) == summary.get("counts", {}).get("pairs") else None
+
+def _publish(out: Path) -> None:
+    from posttrainlab.data.cards.kinds import publish_pairs
+
+    publish_pairs(out, PAIRS, SUMMARY)  # out/pairs/: the pairs as a dataset folder with its card
+
+
+def pair_rows(cfg):
+    """The ``train.policy_samples.Kept`` of on-policy pairs (``preference_pairs.jsonl``, ``preference_pairs.json``;
+    the records' ``chosen`` joins the reuse key, and ``pairs/`` is published after each write)."""
+    from posttrainlab.train.policy_samples import Kept
+
+    return Kept(NAME, lambda records, graded: some_pairs(records, graded, cfg), say="dpo", noun="on-policy pairs",
+                count="pairs", keys=("id", "prompt", "answer", "chosen"), written=_publish)  # fmt: skip
+
+
+def check_records(records: list[dict], cfg, dataset) -> None:
+    """``BadInput`` naming the first record without a field the pairs need (``chosen`` only for the fallback)."""
+    needed = ("id", "prompt", "answer") + (("chosen",) if cfg.chosen_fallback == "reference" else ())
+    for i, r in enumerate(records):
+        missing = [key for key in needed if key not in r]
+        if missing:
+            raise BadInput(f"{dataset.path}:{dataset.split} record {i}: no {', '.join(missing)} field")
 
 
 def policy_pairs(
@@ -179,51 +187,16 @@ def policy_pairs(
     freed before this returns, so the trainer loads into the memory it held. No pair at all is ``BadInput`` and
     writes nothing.
     """
-    from posttrainlab.data.atomic import write_text
-    from posttrainlab.data.jsonl import write_jsonl
+    from posttrainlab.train.policy_samples import sampled_rows, settings_of
 
     check_preference(cfg)
-    for i, r in enumerate(records):
-        needed = ("id", "prompt", "answer") + (("chosen",) if cfg.chosen_fallback == "reference" else ())
-        missing = [key for key in needed if key not in r]
-        if missing:
-            raise BadInput(f"{dataset.path}:{dataset.split} record {i}: no {', '.join(missing)} field")
-    out = Path(out)
-    settings = settings_of(cfg, policy, dataset, records)
-    if reuse and (pairs := _reusable(out, settings)) is not None:
-        print(f"dpo: reusing {len(pairs)} on-policy pairs from {out / PAIRS}", flush=True)
-        return pairs
-    owned = backend is None
-    if owned:
-        from posttrainlab.generation.transformers_backend import TransformersBackend
-
-        backend = TransformersBackend.from_pretrained(
-            policy, batch_size=cfg.batch_size, trust_remote_code=trust_remote_code
-        )
-    start = time.perf_counter()
-    pairs, counts = sample_pairs(records, cfg, backend)
-    seconds = time.perf_counter() - start
-    name = getattr(backend, "name", type(backend).__name__)
-    if owned:
-        del backend
-        from posttrainlab.models.loading import free_memory
-
-        free_memory()
-    if not pairs:
-        raise BadInput(
-            f"preference.source=policy: no pair from {counts['prompts']} prompts (k={cfg.k}; "
-            f"{counts['prompts_without_correct']} without a correct answer, {counts['prompts_without_incorrect']} "
-            f"without an incorrect one); try chosen_fallback=reference, a larger k or a higher temperature"
-        )
-    (out / SUMMARY).unlink(missing_ok=True)  # no summary may vouch for a pairs file it did not describe
-    write_jsonl(out / PAIRS, pairs)
-    summary = {"settings": settings, "counts": counts, "backend": name, "seconds": round(seconds, 3)}
-    write_text(out / SUMMARY, json.dumps(summary, indent=2) + "\n")
-    from posttrainlab.data.cards.kinds import publish_pairs
-
-    publish_pairs(out, PAIRS, SUMMARY)  # out/pairs/: the pairs as a dataset folder with its card
-    print(f"dpo: {len(pairs)} on-policy pairs from {len(records)} prompts sampled in {seconds:.1f} s", flush=True)
+    check_records(records, cfg, dataset)
+    kept = pair_rows(cfg)
+    settings = settings_of(cfg, policy, dataset, records, kept.keys)
+    pairs, _ = sampled_rows(records, cfg, policy, Path(out), kept, settings=settings, backend=backend, reuse=reuse,
+                            trust_remote_code=trust_remote_code)  # fmt: skip
     return pairs
 
 
-__all__ = ["check_preference", "pair_answers", "policy_pairs", "sample_pairs"]
+__all__ = ["check_preference", "check_records", "pair_answers", "pair_rows", "pairs_of", "policy_pairs",
+           "sample_pairs", "some_pairs"]  # fmt: skip

@@ -10,7 +10,7 @@ on 2 CPU cores this shape reached the same arith-v1 dev accuracy after pretraini
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from posttrainlab.errors import BadInput
@@ -40,15 +40,10 @@ def hf_config(cfg: TinyModelConfig, tokenizer):
     classes = {"qwen2": Qwen2Config, "llama": LlamaConfig}
     if cfg.architecture not in classes:
         raise BadInput(f"architecture {cfg.architecture!r}: choose one of {', '.join(classes)}")
+    shape = {f.name: getattr(cfg, f.name) for f in fields(cfg) if f.name not in ("architecture", "seed")}
     return classes[cfg.architecture](
         vocab_size=len(tokenizer),
-        hidden_size=cfg.hidden_size,
-        intermediate_size=cfg.intermediate_size,
-        num_hidden_layers=cfg.num_hidden_layers,
-        num_attention_heads=cfg.num_attention_heads,
-        num_key_value_heads=cfg.num_key_value_heads,
-        max_position_embeddings=cfg.max_position_embeddings,
-        rope_theta=cfg.rope_theta,
+        **shape,  # hidden_size ... rope_theta: the transformers config's own names
         tie_word_embeddings=True,
         pad_token_id=tokenizer.pad_token_id,
         eos_token_id=tokenizer.eos_token_id,

@@ -103,6 +103,13 @@ class ProcessSettings:
     bon_temperature: float = BestOfNSettings.temperature
     beam: BeamStage = field(default_factory=BeamStage)
 
+    def arith_prm(self):
+        """The arith-prm stage's ``label.arith_prm.ArithPRMBuild`` (the rest its defaults)."""
+        from posttrainlab.label.arith_prm import ArithPRMBuild
+
+        return ArithPRMBuild(k=self.k, limit=self.limit, temperature=self.temperature, reference_splits=self.references,
+                             reference_limit=self.reference_limit)  # fmt: skip
+
     def best_of_n(self) -> BestOfNSettings:
         """The best-of-N stage's settings."""
         return BestOfNSettings(n=self.bon_n, limit=self.bon_limit, temperature=self.bon_temperature)
@@ -170,15 +177,9 @@ def check_config(cfg: QuickstartConfig) -> None:
 def quickstart_config(preset: str, overrides: list[str] | None = None) -> QuickstartConfig:
     """A preset (a name in ``configs/quickstart/`` or a YAML file of the user's) with ``key=value`` overrides
     applied (unknown keys are one-line errors). ``preset`` is recorded as the file's name unless the file sets it."""
-    from posttrainlab.config import load_config
-    from posttrainlab.errors import BadInput
+    from posttrainlab.config import load_config, preset_file
 
-    if preset.endswith((".yaml", ".yml")):
-        path = Path(preset)
-    elif preset in preset_names():
-        path = PRESET_DIR / f"{preset}.yaml"
-    else:
-        raise BadInput(f"unknown preset {preset!r}: choose one of {', '.join(preset_names())}, or a YAML file")
+    path = preset_file(preset, PRESET_DIR)
     cfg = load_config(QuickstartConfig, path, overrides, start=QuickstartConfig(preset=path.stem))
     check_config(cfg)
     return cfg

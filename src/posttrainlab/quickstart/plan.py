@@ -168,7 +168,7 @@ def _process(r: Run) -> list[Stage]:
     p, L = r.cfg.process, r.layout
     if not p.enabled:
         return []
-    from posttrainlab.label.arith_prm import ArithPRMBuild, build
+    from posttrainlab.label.arith_prm import build
     from posttrainlab.runners import beam_search, best_of_n, prm_eval
     from posttrainlab.train.prm import train_prm
 
@@ -179,19 +179,7 @@ def _process(r: Run) -> list[Stage]:
     stages = [
         Stage(
             "arith-prm",
-            lambda: build(
-                policy,
-                L.data,
-                L.arith_prm,
-                ArithPRMBuild(
-                    k=p.k,
-                    limit=p.limit,
-                    temperature=p.temperature,
-                    reference_splits=p.references,
-                    reference_limit=p.reference_limit,
-                ),
-                options=p.labelling,
-            ),
+            lambda: build(policy, L.data, L.arith_prm, p.arith_prm(), options=p.labelling),
             labelled,
             marker=L.arith_prm / MANIFEST,
             after=("prepare", "sft"),

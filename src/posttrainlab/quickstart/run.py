@@ -1,4 +1,5 @@
-"""``run_quickstart``: check the run folder, then walk the stage table (``plan.STAGES``) in order.
+"""``run_quickstart``: check the run folder, then walk the stage table (``plan.STAGES``) in order (``run_stages``,
+which ``study.plan`` walks its own table with).
 
 Nothing is written before ``record.StageRecords.check`` has accepted the folder for every planned stage; a stage
 is reused when its marker is there and its record matches this run's settings (``record``).
@@ -9,34 +10,42 @@ from __future__ import annotations
 from pathlib import Path
 
 from posttrainlab.quickstart.config import QuickstartConfig, check_config, method_recipe, place
-from posttrainlab.quickstart.plan import Run, plan
+from posttrainlab.quickstart.plan import Run, Stage, plan
 from posttrainlab.quickstart.record import StageRecords, model_hashes
 from posttrainlab.quickstart.stages import StageLog
-from posttrainlab.run_layout import RunLayout
+from posttrainlab.run_layout import STAGE_LOG, RunLayout
 
 
 def run_quickstart(out: str | Path, cfg: QuickstartConfig, console=None) -> Path:
     """Run every stage into ``out``; return the path of report.html."""
+    check_config(cfg)
+    layout = RunLayout(Path(out))
+    r = Run(cfg, layout, base=known_base(cfg))
+    place(cfg, layout, r.base)
+    run_stages(r, plan(r), console)
+    return layout.report_html
+
+
+def run_stages(r: Run, stages: list[Stage], console=None, *, logged=None, log_name: str = STAGE_LOG) -> None:
+    """Check ``r``'s run folder for ``stages``, then run each in order: the quickstart's table, or another job's built
+    on it (``study.plan``). ``logged``: the settings ``run.json`` records (default ``r.cfg``); ``log_name``: the
+    stage log's file in the run folder. A stage named ``report`` is rebuilt every time and not recorded."""
     from rich.console import Console
 
     from posttrainlab.progress import quiet_libraries
 
-    check_config(cfg)
     console = console or Console()
     quiet_libraries()
-    layout = RunLayout(Path(out))
-    r = Run(cfg, layout, base=_known_base(cfg))
-    place(cfg, layout, r.base)
-    stages = plan(r)
+    layout = r.layout
     records = StageRecords(layout)
     records.check(stages)  # before anything is written
     layout.root.mkdir(parents=True, exist_ok=True)
-    log = StageLog(layout.root, cfg, [s.name for s in stages])
-    log.state["base_model"] = str(r.base) if r.base is not None else cfg.base_model
+    log = StageLog(layout.root, r.cfg if logged is None else logged, [s.name for s in stages], log_name=log_name)
+    log.state["base_model"] = str(r.base) if r.base is not None else r.cfg.base_model
     weights: dict[str, dict[str, str]] = {}
     for stage in stages:
         if stage.name == "report":
-            _record_provenance(log, r, cfg, weights)
+            _record_provenance(log, r, r.cfg, weights)
         if stage.name in ("sft", "eval-base"):
             _link_base(layout, r.base)  # the base is known: pretrain or import ran before
         cached = stage.done()  # check() refused any record of other settings, and any output without a record
@@ -45,10 +54,9 @@ def run_quickstart(out: str | Path, cfg: QuickstartConfig, console=None) -> Path
         log.stage(stage.name, cached, stage.run, console)
         if stage.name != "report":
             weights[stage.name] = records.finished(stage)
-    return layout.report_html
 
 
-def _known_base(cfg: QuickstartConfig) -> Path | None:
+def known_base(cfg: QuickstartConfig) -> Path | None:
     """The base before any stage runs: the tiny base's cache path or a model folder (an import's: once it ran)."""
     from posttrainlab.models.gguf_import import is_import_source
     from posttrainlab.train.pretrain import base_cache_path

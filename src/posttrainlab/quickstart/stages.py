@@ -27,16 +27,18 @@ class StageLog:
     reads it). M is the count of ``plan``, the names of the stages in the order they will run.
     """
 
-    def __init__(self, out: Path, cfg: QuickstartConfig, plan: list[str] | None = None):
+    def __init__(self, out: Path, cfg: QuickstartConfig, plan: list[str] | None = None, log_name: str = STAGE_LOG):
+        """``cfg``: any dataclass with a ``preset`` (the study's config too); ``log_name``: the log's file name."""
         from posttrainlab.quickstart.plan import planned_stages
 
         self.out, self.cfg = out, cfg
-        self.path, self.log = out / RUN_JSON, out / STAGE_LOG
+        self.path, self.log = out / RUN_JSON, out / log_name
         self.state = {"preset": cfg.preset, "stages": [], "started": _now(), "config": asdict(cfg)}
         self.plan = list(plan) if plan is not None else planned_stages(cfg, out)
         self.position, self.t0 = 0, time.time()
         self.earlier = _earlier_times(self.log)
-        self._append(f"# {_now()} quickstart preset={cfg.preset}: {len(self.plan)} stages: {' '.join(self.plan)}")
+        job = Path(log_name).stem
+        self._append(f"# {_now()} {job} preset={cfg.preset}: {len(self.plan)} stages: {' '.join(self.plan)}")
 
     def stage(self, name: str, done: bool, fn, console) -> None:
         i, m = self._number(name)

@@ -5,6 +5,19 @@
 only drawing a plot does.
 """
 
-from posttrainlab.report.build import build_report, load_run
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # imported on first use (``__getattr__``)
+    from posttrainlab.report.build import build_report, load_run
 
 __all__ = ["build_report", "load_run"]
+
+
+def __getattr__(name: str) -> Any:
+    """``build_report`` and ``load_run``, imported on first use: ``report.format`` (what the CLI prints numbers with)
+    stays light."""
+    if name in __all__:
+        from posttrainlab.report import build
+
+        return getattr(build, name)
+    raise AttributeError(f"module 'posttrainlab.report' has no attribute {name!r}")

@@ -29,6 +29,7 @@ from posttrainlab.data.arith.problems import CATEGORIES
 from posttrainlab.data.atomic import check_output_folder, staging_dir, write_text
 from posttrainlab.report import paired, plots
 from posttrainlab.report.format import duration, pct, value, with_ci
+from posttrainlab.report.gallery_html import gallery_section
 from posttrainlab.report.plots import OUTCOMES, Stat, finite, method_label, ordered, stat, sub
 from posttrainlab.report.render import Block, heading, image, paragraph, table, to_html, to_markdown
 from posttrainlab.report.run_folder import RunFolder, load_run
@@ -139,6 +140,7 @@ def blocks(run: RunFolder, images: list[str], comparisons: dict | None = None) -
     out += sampled_section(run.path, metrics)  # pass@1 and maj@K beside greedy, paired with SFT
     out += _prm_section(run.prm, images)
     out += _bon_section(run.bon, images)
+    out += gallery_section(run)  # a few problems' samples, lines coloured by PRM score (report.gallery)
     curves = [n for n in images if n.startswith("training_")]
     if curves:
         out.append(heading("Training curves"))

@@ -11,13 +11,14 @@ from __future__ import annotations
 from posttrainlab.report.plots import Stat, stat
 
 
-def pct(x: float | None) -> str:
-    """A fraction as a percentage with one decimal.
+def pct(x: float | None, digits: int = 1) -> str:
+    """A fraction as a percentage with ``digits`` decimals; ``–`` when there is none (the report's cells and every
+    verb's printed numbers).
 
-    >>> pct(0.43), pct(None)
-    ('43.0%', '–')
+    >>> pct(0.43), pct(None), pct(0.123456, 2)
+    ('43.0%', '–', '12.35%')
     """
-    return "–" if x is None else f"{100 * x:.1f}%"
+    return "–" if x is None else f"{100 * x:.{digits}f}%"
 
 
 def value(obj) -> float | None:

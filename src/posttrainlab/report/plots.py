@@ -258,14 +258,18 @@ def _grouped_bars(ax, groups: list[str], bars: dict[str, list[Stat | None]], yla
     ax.legend(fontsize=FONT["legend"], loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
 
 
+def _overall_and_per(results: dict[str, dict], key: str, order) -> tuple[list[str], dict[str, list]]:
+    """The groups under ``key`` of every method's result (``per_category``…, in ``order``), and per method its
+    ``accuracy`` stat then one stat per group; a method with no stat at all is left out."""
+    groups = ordered({g for r in results.values() for g in sub(r, key)}, order)
+    bars = {method: [stat(r.get("accuracy"))] + [stat(sub(r, key).get(g)) for g in groups]
+            for method, r in results.items()}  # fmt: skip
+    return groups, {k: v for k, v in bars.items() if any(v)}
+
+
 def category_accuracy_figure(metrics: dict[str, dict]):
     """The Figure of ``category_accuracy`` (``None`` when no method has an accuracy)."""
-    cats = ordered({c for m in metrics.values() for c in sub(m, "per_category")}, CATEGORIES)
-    bars = {
-        method: [stat(m.get("accuracy"))] + [stat(sub(m, "per_category").get(c)) for c in cats]
-        for method, m in metrics.items()
-    }
-    bars = {k: v for k, v in bars.items() if any(v)}
+    cats, bars = _overall_and_per(metrics, "per_category", CATEGORIES)
     if not bars:
         return None
     fig = figure(7.8, 3.2)
@@ -343,12 +347,7 @@ def preference_figure(metrics: dict[str, dict]):
     """The Figure of ``preference_accuracy``: accuracy (a share of pairs, percent) and, in its own panel, the
     mean margin (nats) — two quantities of different units never share an axis."""
     prefs = {k: sub(m, "preference") for k, m in metrics.items() if sub(m, "preference")}
-    corrs = ordered({c for p in prefs.values() for c in sub(p, "per_corruption")}, CORRUPTIONS)
-    bars = {
-        method: [stat(p.get("accuracy"))] + [stat(sub(p, "per_corruption").get(c)) for c in corrs]
-        for method, p in prefs.items()
-    }
-    bars = {k: v for k, v in bars.items() if any(v)}
+    corrs, bars = _overall_and_per(prefs, "per_corruption", CORRUPTIONS)
     if not bars:
         return None
     margins = {k: p["mean_margin"] for k, p in prefs.items() if k in bars and finite(p.get("mean_margin"))}

@@ -15,14 +15,16 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Block:
-    """A heading (``level``), paragraph, table (``header`` + ``rows``) or image (``image`` = file stem)."""
+    """A heading (``level``), paragraph, table (``header`` + ``rows``), image (``image`` = file stem) or a
+    pre-rendered section (``text`` its Markdown, ``html`` its HTML: the gallery, ``report.gallery_html``)."""
 
-    kind: str  # "h" | "p" | "table" | "img"
+    kind: str  # "h" | "p" | "table" | "img" | "raw"
     text: str = ""
     level: int = 2
     header: tuple[str, ...] = ()
     rows: tuple[tuple[str, ...], ...] = ()
     image: str = ""
+    html: str = ""
 
 
 def heading(text: str, level: int = 2) -> Block:
@@ -43,6 +45,11 @@ def table(header: list[str], rows: list[list[str]]) -> Block:
 def image(name: str, alt: str) -> Block:
     """The plot ``report_files/<name>.png``, with ``alt`` as its caption."""
     return Block("img", alt, image=name)
+
+
+def raw(markdown: str, html_text: str) -> Block:
+    """A section drawn by its own module: ``markdown`` goes into report.md, ``html_text`` into report.html as is."""
+    return Block("raw", markdown, html=html_text)
 
 
 _CSS = (
@@ -74,6 +81,8 @@ def to_markdown(report: list[Block], folder: str = "report_files") -> str:
             lines += [b.text, ""]
         elif b.kind == "img":
             lines += [f"![{b.text}]({folder}/{b.image}.png)", ""]
+        elif b.kind == "raw":
+            lines += [b.text.rstrip("\n"), ""]
         else:
             row = lambda cells: "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"  # noqa: E731
             rule = "|" + "|".join("---:" if n else ":---" for n in _numeric_columns(b)) + "|"
@@ -95,6 +104,8 @@ def to_html(report: list[Block], images: dict[str, bytes]) -> str:
             data = base64.b64encode(images[b.image]).decode("ascii")
             body.append(f'<figure><img src="data:image/png;base64,{data}" alt="{e(b.text)}">')
             body.append(f"<figcaption>{e(b.text)}</figcaption></figure>")
+        elif b.kind == "raw":
+            body.append(b.html)
         else:
             left = [' class="l"' if not n else "" for n in _numeric_columns(b)]
             head = "".join(f"<th{a}>{e(h)}</th>" for a, h in zip(left, b.header, strict=True))

@@ -141,18 +141,10 @@ def beam_metrics(rows: Sequence[dict]) -> dict[str, Any]:
 
 
 def run(
-    policy: str | os.PathLike,
-    prm: str | os.PathLike,
-    data: str | os.PathLike,
-    out_dir: str | os.PathLike,
-    settings: BeamSettings | None = None,
-    *,
-    best_of_n: str | os.PathLike | None = None,
-    progress: bool = True,
-    backend=None,
-    proposer: StepProposer | None = None,
-    scorer=None,
-) -> dict[str, Any]:
+    policy: str | os.PathLike, prm: str | os.PathLike, data: str | os.PathLike, out_dir: str | os.PathLike,
+    settings: BeamSettings | None = None, *, best_of_n: str | os.PathLike | None = None, progress: bool = True,
+    backend=None, proposer: StepProposer | None = None, scorer=None,
+) -> dict[str, Any]:  # fmt: skip
     """Search, grade and write the outputs into ``out_dir``; return ``beam.json``'s dict.
 
     ``settings``: ``runners.settings.BeamSettings`` (its defaults when ``None``); its ``split`` defaults to the one
@@ -168,16 +160,13 @@ def run(
     from posttrainlab.grading.arith import ArithGrader
     from posttrainlab.progress import progress_bar
     from posttrainlab.provenance import provenance
-    from posttrainlab.runners.best_of_n import read_problems
-    from posttrainlab.runners.prm_eval import check_prm, is_missing_local, load_scorer, score_items
+    from posttrainlab.runners.best_of_n import read_problems, result_head
+    from posttrainlab.runners.prm_eval import check_models, load_scorer, score_items
 
     opts = BeamSettings() if settings is None else settings
     opts.check()
     out = check_output_folder(out_dir, OUTPUTS.__contains__, what="beam search output")
-    if backend is None and proposer is None and is_missing_local(policy):
-        raise BadInput(f"{policy}: no such model folder (policy)")
-    if scorer is None:
-        check_prm(prm)  # missing, or not a PRM (a policy folder): refused before any model loads
+    check_models(policy, prm, load_policy=backend is None and proposer is None, load_prm=scorer is None)
     path, records = read_problems(str(data), opts.split, opts.limit)
     # a folder that is no best-of-N run is refused before the models load and the search runs, not after
     bon_samples = None if best_of_n is None else best_of_n_samples(best_of_n, [str(r["id"]) for r in records])
@@ -230,11 +219,7 @@ def run(
     grader = ArithGrader()
     rows = [outcome_row(s, r, grader) for s, r in zip(searches, records, strict=True)]
     result: dict[str, Any] = {
-        "policy": str(policy),
-        "prm": str(prm),
-        "data": str(data),
-        "split": path.stem,
-        "problems": len(rows),
+        **result_head(policy, prm, data, path, len(rows)),
         "settings": {
             **{k: getattr(opts, k) for k in SEARCH_KEYS},
             "no_answer_step": no_answer_step,

@@ -70,45 +70,27 @@ def read_problems(data: str, split: str | None, limit: int | None) -> tuple[Path
     return path, [{"id": r.get("id", str(i)), "category": r.get("category"), **r} for i, r in enumerate(found)]
 
 
+def result_head(policy, prm, data, split_file: Path, problems: int) -> dict[str, Any]:
+    """The first keys of ``bon.json`` and ``beam.json``: the policy, the PRM and the problems they ran on."""
+    return {"policy": str(policy), "prm": str(prm), "data": str(data), "split": split_file.stem, "problems": problems}
+
+
 def _sample(backend, records: list[dict], settings: dict[str, Any]) -> list[dict]:
     from posttrainlab.generation.sampling import sample_answers
-    from posttrainlab.grading.arith import ArithGrader
+    from posttrainlab.grading.arith import graded_answers
 
-    grader = ArithGrader()
-    completions = sample_answers(
-        backend,
-        records,
-        settings["n"],
-        f"best-of-N: sampling N={settings['n']}",
-        temperature=settings["temperature"],
-        top_p=settings["top_p"],
-        max_new_tokens=settings["max_new_tokens"],
-        seed=settings["seed"],
-    )
-    rows = []
-    for r, texts in zip(records, completions, strict=True):
-        grades = [grader.grade(t, r["answer"]) for t in texts]
-        samples = [
-            {"response": t, "correct": g.correct, "outcome": g.outcome, "parsed": g.parsed}
-            for t, g in zip(texts, grades, strict=True)
-        ]
-        rows.append(
-            {"id": r["id"], "category": r["category"], "answer": r["answer"], "prompt": r["prompt"], "samples": samples}
-        )
-    return rows
+    completions = sample_answers(backend, records, settings["n"], f"best-of-N: sampling N={settings['n']}",
+                                 temperature=settings["temperature"], top_p=settings["top_p"],
+                                 max_new_tokens=settings["max_new_tokens"], seed=settings["seed"])  # fmt: skip
+    return [{"id": r["id"], "category": r["category"], "answer": r["answer"], "prompt": r["prompt"],
+             "samples": graded_answers(texts, r["answer"])}
+            for r, texts in zip(records, completions, strict=True)]  # fmt: skip
 
 
 def run(
-    policy: str | os.PathLike,
-    prm: str | os.PathLike,
-    data: str | os.PathLike,
-    out_dir: str | os.PathLike,
-    settings: BestOfNSettings | None = None,
-    *,
-    progress: bool = True,
-    backend=None,
-    scorer=None,
-) -> dict[str, Any]:
+    policy: str | os.PathLike, prm: str | os.PathLike, data: str | os.PathLike, out_dir: str | os.PathLike,
+    settings: BestOfNSettings | None = None, *, progress: bool = True, backend=None, scorer=None,
+) -> dict[str, Any]:  # fmt: skip
     """Sample (or reuse), grade, score, select; write the outputs into ``out_dir`` and return ``bon.json``.
 
     ``settings``: ``runners.settings.BestOfNSettings`` (its defaults when ``None``); its ``ns`` defaults to the
@@ -123,7 +105,7 @@ def run(
     from posttrainlab.data.jsonl import write_jsonl
     from posttrainlab.data.manifest import sha256_file
     from posttrainlab.provenance import provenance
-    from posttrainlab.runners.prm_eval import check_prm, is_missing_local, load_scorer, score_items
+    from posttrainlab.runners.prm_eval import check_models, load_scorer, score_items
     from posttrainlab.runners.prm_plots import best_of_n_png
 
     opts = BestOfNSettings() if settings is None else settings
@@ -131,10 +113,7 @@ def run(
     n, seed, vote_aggregation, prm_batch_size = opts.n, opts.seed, opts.vote_aggregation, opts.prm_batch_size
     ns = parse_ns(opts.ns, n)
     out = check_writable(out_dir)  # a file in the path, an unwritable place: before the sampling, not after
-    if backend is None and is_missing_local(policy):
-        raise BadInput(f"{policy}: no such model folder (policy)")
-    if scorer is None:
-        check_prm(prm)  # missing, or not a PRM (a policy folder): refused before the sampling it would waste
+    check_models(policy, prm, load_policy=backend is None, load_prm=scorer is None)
     path, records = read_problems(str(data), opts.split, opts.limit)
     sampling = {
         "policy": str(policy),
@@ -182,11 +161,7 @@ def run(
         )
 
     result: dict[str, Any] = {
-        "policy": str(policy),
-        "prm": str(prm),
-        "data": str(data),
-        "split": path.stem,
-        "problems": len(rows),
+        **result_head(policy, prm, data, path, len(rows)),
         "n": n,
         "ns": ns,
         "vote_aggregation": vote_aggregation,
@@ -225,4 +200,4 @@ def run(
     return result
 
 
-__all__ = ["read_problems", "run"]
+__all__ = ["read_problems", "result_head", "run"]

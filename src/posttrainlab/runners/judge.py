@@ -192,13 +192,9 @@ def _finished(path: Path, rows: list[dict[str, Any]], cfg: JudgeSettings) -> tup
 
 
 def run_judge(
-    cfg: JudgeSettings,
-    client: ChatClient | None = None,
-    *,
-    progress: Callable[[int, int], None] | None = None,
-    on_record: Callable[[dict[str, Any]], None] | None = None,
-    sleep: Callable[[float], None] = time.sleep,
-) -> JudgeRun:
+    cfg: JudgeSettings, client: ChatClient | None = None, *, progress: Callable[[int, int], None] | None = None,
+    on_record: Callable[[dict[str, Any]], None] | None = None, sleep: Callable[[float], None] = time.sleep,
+) -> JudgeRun:  # fmt: skip
     """Judge every unfinished row, then write the metric file (module docstring).
 
     ``client``: any :class:`~posttrainlab.runners.judge_client.ChatClient` (default: the ``openai`` client on

@@ -40,6 +40,8 @@ from posttrainlab.errors import EndpointError
 from posttrainlab.generation.endpoint import Endpoint, MalformedReply
 
 HALLUCINATION_KEY = "hallucination list"
+#: the end of every judge prompt (this one, ``label.annotate_prompt``'s): the problem and the solution
+PROBLEM_AND_SOLUTION = "\nProblem:\n<<PROBLEM>>\n\nSolution:\n<<SOLUTION>>"
 PROMPT_VERSION = "posttrainlab-judge-v1"
 PROMPT_TEMPLATE = (
     "You are checking a step-by-step solution to a math problem for errors.\n"
@@ -47,13 +49,7 @@ PROMPT_TEMPLATE = (
     "a wrong deduction or a wrong final answer). Copy the text exactly as it appears in the solution; "
     "do not rewrite or explain it.\n"
     'Answer with JSON only, in this form: {"hallucination list": ["<copied text>", ...]}\n'
-    'If the solution has no error, answer: {"hallucination list": []}\n'
-    "\n"
-    "Problem:\n"
-    "<<PROBLEM>>\n"
-    "\n"
-    "Solution:\n"
-    "<<SOLUTION>>"
+    'If the solution has no error, answer: {"hallucination list": []}\n' + PROBLEM_AND_SOLUTION
 )
 PROMPT_SHA256 = hashlib.sha256(PROMPT_TEMPLATE.encode()).hexdigest()
 # How much of a rejected answer is kept in the run file for diagnosis.
@@ -73,8 +69,13 @@ def build_messages(problem: str, steps: Sequence[str]) -> list[dict[str, str]]:
     >>> m[0]["content"].split("Problem:\\n")[1]
     '1+1?\\n\\nSolution:\\nStep 1: 1+1=3\\nStep 2: The answer is: 3'
     """
-    text = PROMPT_TEMPLATE.replace("<<PROBLEM>>", problem).replace("<<SOLUTION>>", "\n".join(steps))
-    return [{"role": "user", "content": text}]
+    return judge_request(PROMPT_TEMPLATE, problem, "\n".join(steps))
+
+
+def judge_request(template: str, problem: str, solution: str) -> list[dict[str, str]]:
+    """``template`` (ending in ``PROBLEM_AND_SOLUTION``) with the problem and the solution filled in, as the one user
+    message of a judge request."""
+    return [{"role": "user", "content": template.replace("<<PROBLEM>>", problem).replace("<<SOLUTION>>", solution)}]
 
 
 _THINK = re.compile(r"<think>.*?</think>", re.S)

@@ -111,16 +111,10 @@ def _preference_source(data_spec: str, split_name: str) -> str:
 
 
 def evaluate_policy(
-    model_path: str | os.PathLike,
-    data_spec: str,
-    out_dir: str | os.PathLike,
-    settings: PolicyEvalSettings | None = None,
-    *,
-    ref_model: str | os.PathLike | None = None,
-    progress: bool = True,
-    backend=None,
-    scorer: Scorer | None = None,
-) -> dict[str, Any]:
+    model_path: str | os.PathLike, data_spec: str, out_dir: str | os.PathLike,
+    settings: PolicyEvalSettings | None = None, *, ref_model: str | os.PathLike | None = None, progress: bool = True,
+    backend=None, scorer: Scorer | None = None,
+) -> dict[str, Any]:  # fmt: skip
     """Evaluate a policy and write ``out_dir/metrics.json`` and ``out_dir/samples.jsonl`` (module doc).
 
     ``settings`` (``runners.settings.PolicyEvalSettings``, its defaults when ``None``): ``split`` defaults to the one

@@ -300,4 +300,13 @@ def check_prm(model: str | os.PathLike) -> None:
         check_prm_folder(model)
 
 
-__all__ = ["StepScorer", "detect_format", "read_eval_rows", "run", "score_items", "to_eval_row"]
+def check_models(policy: str | os.PathLike, prm: str | os.PathLike, *, load_policy: bool, load_prm: bool) -> None:
+    """What best-of-N and beam search refuse before any model loads: a missing policy folder (when the policy is to be
+    loaded) and a PRM that is missing or no PRM (``check_prm``; when it is to be loaded), so neither costs sampling."""
+    if load_policy and is_missing_local(policy):
+        raise BadInput(f"{policy}: no such model folder (policy)")
+    if load_prm:
+        check_prm(prm)
+
+
+__all__ = ["StepScorer", "check_models", "detect_format", "read_eval_rows", "run", "score_items", "to_eval_row"]

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from posttrainlab.errors import BadInput
+from posttrainlab.errors import BadInput, at_least_one
 from posttrainlab.eval.aggregation import AGGREGATIONS
 from posttrainlab.eval.step_metrics import DEFAULT_SWEEP, DEFAULT_THRESHOLD
 from posttrainlab.generation.sampling import check_sampling
@@ -34,12 +34,6 @@ from posttrainlab.runners.judge_client import RetryPolicy
 BEAM_AGGREGATIONS = ("last", "min")
 DEFAULT_MODEL_URL = "http://localhost:7010/v1"
 OnInvalid = Literal["abort", "record"]
-
-
-def _at_least_one(**values: int | None) -> None:
-    for name, value in values.items():
-        if value is not None and value < 1:
-            raise BadInput(f"{name}={value}: must be at least 1")
 
 
 @dataclass
@@ -95,7 +89,7 @@ class PRMEvalSettings:
     def check(self) -> None:
         if not 0.0 <= self.threshold <= 1.0:
             raise BadInput(f"threshold={self.threshold}: must be in [0, 1]")
-        _at_least_one(limit=self.limit, batch_size=self.batch_size)
+        at_least_one(limit=self.limit, batch_size=self.batch_size)
 
 
 @dataclass
@@ -128,7 +122,7 @@ class BestOfNSettings:
         check_sampling(self.n, self.temperature, self.top_p, self.max_new_tokens)
         if self.vote_aggregation not in AGGREGATIONS:
             raise BadInput(f"vote aggregation {self.vote_aggregation!r}: choose one of {', '.join(AGGREGATIONS)}")
-        _at_least_one(limit=self.limit)
+        at_least_one(limit=self.limit)
 
 
 @dataclass
@@ -156,7 +150,7 @@ class BeamSettings:
     device: str | None = None  # the PRM's; None: CUDA when available
 
     def check(self) -> None:
-        _at_least_one(beams=self.beams, proposals=self.proposals, max_steps=self.max_steps,
+        at_least_one(beams=self.beams, proposals=self.proposals, max_steps=self.max_steps,
                       max_new_tokens=self.max_new_tokens, max_step_tokens=self.max_step_tokens)  # fmt: skip
         if self.aggregation not in BEAM_AGGREGATIONS:
             raise BadInput(f"aggregation {self.aggregation!r}: choose one of {', '.join(BEAM_AGGREGATIONS)}")
@@ -164,7 +158,7 @@ class BeamSettings:
             raise BadInput(f"temperature={self.temperature}: beam search needs temperature > 0 (greedy proposes one "
                            "step)")  # fmt: skip
         check_sampling(self.proposals, self.temperature, self.top_p, self.max_step_tokens)
-        _at_least_one(limit=self.limit, prm_batch_size=self.prm_batch_size)
+        at_least_one(limit=self.limit, prm_batch_size=self.prm_batch_size)
 
 
 @dataclass(frozen=True)
@@ -187,12 +181,7 @@ class JudgeSettings:
 
     def check(self) -> None:
         """``BadInput`` for a value no run can use."""
-        if self.num_threads < 1:
-            raise BadInput(f"--num-threads {self.num_threads}: must be at least 1")
-        if self.max_tokens < 1:
-            raise BadInput(f"--max-tokens {self.max_tokens}: must be at least 1")
-        if self.max_samples is not None and self.max_samples < 1:
-            raise BadInput(f"--max-samples {self.max_samples}: must be at least 1")
+        at_least_one(True, num_threads=self.num_threads, max_tokens=self.max_tokens, max_samples=self.max_samples)
         if self.on_invalid not in ("abort", "record"):
             raise BadInput(f"--on-invalid {self.on_invalid!r}: choose abort or record")
         if self.timeout_s <= 0:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from posttrainlab.errors import BadInput
-from posttrainlab.train.logs import LOG, TENSORBOARD, log_callback, use_tensorboard_folder
+from posttrainlab.train.logs import LOG, TENSORBOARD, use_tensorboard_folder
 from posttrainlab.train.recipes import DEFAULT_DATA, DatasetConfig, LoraSwitch, OptimConfig
 
 SUMMARY = "train_summary.json"
@@ -93,6 +93,13 @@ def load_records(cfg: DatasetConfig) -> list[dict]:
 
         prepare(path)
     return read_split(cfg.path, cfg.split, limit=cfg.limit)[1]
+
+
+def checked_records(recipe, *models: str | None) -> list[dict]:
+    """The recipe's split, read once its ``model`` and ``models`` (DPO's reference) are checked (every trainer)."""
+    for spec in (recipe.model, *models):
+        check_model(spec)
+    return load_records(recipe.dataset)
 
 
 def user(text: str) -> list[dict[str, str]]:
@@ -372,25 +379,20 @@ def save_model(trainer, out: Path) -> None:
         merged.save_pretrained(str(out), safe_serialization=True)
 
 
-def load_policy(recipe, padding_side: str):
-    """The recipe's starting model and tokenizer, padded on ``padding_side`` (right to train, left to sample)."""
-    from posttrainlab.models.loading import load_causal_lm
+def run_rows(recipe, start, cfg, kept, records: list[dict], backend=None, recorded=None) -> tuple[list, dict]:
+    """``sampled_rows`` for a training run: ``cfg``'s samples of ``records`` from the recipe's starting ``model``, in
+    its ``output_dir`` (reused unless the run overwrites). A fresh folder then gets ``recorded`` (default: ``recipe``)
+    as ``recipe.yaml``, so it reads as an earlier run of this recipe from now on (its samples are reused)."""
+    from posttrainlab.config import save_config
+    from posttrainlab.train.policy_samples import sampled_rows, settings_of
 
-    model, tokenizer = load_causal_lm(resolve_model(recipe.model), trust_remote_code=recipe.trust_remote_code)
-    tokenizer.padding_side = padding_side
-    return model, tokenizer
-
-
-def trl_trainer(trainer_cls, recipe, model, tokenizer, args, rows: list[dict], **extra):
-    """A TRL trainer over ``rows`` with the recipe's LoRA switch and the JSONL log callback."""
-    from datasets import Dataset
-
-    return trainer_cls(
-        model=model,
-        args=args,
-        train_dataset=Dataset.from_list(rows),
-        processing_class=tokenizer,
-        peft_config=peft_config(recipe.lora),
-        callbacks=[log_callback(recipe.output_dir)],
-        **extra,
-    )
+    out = Path(recipe.output_dir)
+    fresh = not (out / RECIPE).is_file() and not start.overwrite
+    policy = resolve_model(recipe.model)
+    found = sampled_rows(
+        records, cfg, policy, out, kept, settings=settings_of(cfg, policy, recipe.dataset, records, kept.keys),
+        backend=backend, reuse=not start.overwrite, trust_remote_code=recipe.trust_remote_code,
+    )  # fmt: skip
+    if fresh:
+        save_config(recorded or recipe, out / RECIPE)
+    return found

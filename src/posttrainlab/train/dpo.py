@@ -18,20 +18,20 @@ from __future__ import annotations
 from pathlib import Path
 
 from posttrainlab.train.common import (
-    RECIPE,
     Start,
     assistant,
     check_model,
     check_run,
-    load_policy,
+    checked_records,
     load_records,
     resolve_model,
+    run_rows,
     run_trainer,
     trainer_kwargs,
-    trl_trainer,
     user,
 )
 from posttrainlab.train.recipes import DPORecipe
+from posttrainlab.train.trl_build import load_policy, trl_trainer
 
 
 def dpo_rows(records: list[dict]) -> list[dict]:
@@ -80,22 +80,12 @@ def sampled_records(recipe: DPORecipe, start: Start, backend=None) -> list[dict]
     The policy sampled is the starting ``model``, not ``ref_model``: the pairs are on-policy for the first step.
     A fresh folder gets ``recipe.yaml`` with the pairs, so it reads as an earlier run of this recipe afterwards.
     """
-    from posttrainlab.config import save_config
-    from posttrainlab.label.policy_pairs import policy_pairs
+    from posttrainlab.label.policy_pairs import check_records, pair_rows
 
     dpo_kwargs(recipe)
-    check_model(recipe.model)
-    check_model(recipe.ref_model)
-    records = load_records(recipe.dataset)
-    out = Path(recipe.output_dir)
-    fresh = not (out / RECIPE).is_file() and not start.overwrite
-    pairs = policy_pairs(
-        records, recipe.preference, resolve_model(recipe.model), out, recipe.dataset, backend=backend,
-        reuse=not start.overwrite, trust_remote_code=recipe.trust_remote_code,
-    )  # fmt: skip
-    if fresh:
-        save_config(recipe, out / RECIPE)
-    return pairs
+    records = checked_records(recipe, recipe.ref_model)
+    check_records(records, recipe.preference, recipe.dataset)
+    return run_rows(recipe, start, recipe.preference, pair_rows(recipe.preference), records, backend)[0]
 
 
 def train_dpo(recipe: DPORecipe, existing: str = "check", backend=None) -> Path:

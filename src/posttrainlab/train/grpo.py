@@ -19,20 +19,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from posttrainlab.train.common import (
-    RECIPE,
     Start,
-    check_model,
     check_run,
-    load_policy,
-    load_records,
-    resolve_model,
+    checked_records,
+    run_rows,
     run_trainer,
     trainer_kwargs,
-    trl_trainer,
     user,
 )
 from posttrainlab.train.recipes import GRPORecipe
 from posttrainlab.train.rewards import correctness_reward, format_reward
+from posttrainlab.train.trl_build import build_trl
 
 
 def grpo_rows(records: list[dict]) -> list[dict]:
@@ -90,13 +87,9 @@ def build_trainer(recipe: GRPORecipe, records: list[dict] | None = None):
     from trl import GRPOTrainer
 
     kwargs = grpo_kwargs(recipe)
-    check_model(recipe.model)
-    records = load_records(recipe.dataset) if records is None else records
-    model, tokenizer = load_policy(recipe, padding_side="left")
-    args = config_class()(**kwargs)
     rewards = [correctness_reward, format_reward]
-    trainer = trl_trainer(GRPOTrainer, recipe, model, tokenizer, args, grpo_rows(records), reward_funcs=rewards)
-    return trainer, len(records)
+    return build_trl(GRPOTrainer, config_class(), recipe, kwargs, grpo_rows, records, padding_side="left",
+                     reward_funcs=rewards)  # fmt: skip
 
 
 PROMPTS = "grpo_prompts"  # OUT/grpo_prompts.jsonl (the prompts kept) and OUT/grpo_prompts.json (settings, counts)
@@ -128,23 +121,12 @@ def filter_prompts(records: list[dict], graded: list[list[dict]]) -> tuple[list[
 
 def filtered_records(recipe: GRPORecipe, start: Start, backend=None) -> list[dict]:
     """``prompt_filter.enabled``: the split's prompts the starting policy sometimes solves (sampled or reused)."""
-    from posttrainlab.config import save_config
     from posttrainlab.errors import BadInput
-    from posttrainlab.train.policy_samples import sampled_rows, settings_of
+    from posttrainlab.train.policy_samples import Kept
 
     grpo_kwargs(recipe)
-    check_model(recipe.model)
-    records = load_records(recipe.dataset)
-    out = Path(recipe.output_dir)
-    fresh = not (out / RECIPE).is_file() and not start.overwrite
-    policy = resolve_model(recipe.model)
-    kept, counts = sampled_rows(
-        records, recipe.prompt_filter, policy, out, PROMPTS, filter_prompts,
-        settings=settings_of(recipe.prompt_filter, policy, recipe.dataset, records), backend=backend,
-        reuse=not start.overwrite, trust_remote_code=recipe.trust_remote_code,
-    )  # fmt: skip
-    if fresh:
-        save_config(recipe, out / RECIPE)
+    records = checked_records(recipe)
+    kept, counts = run_rows(recipe, start, recipe.prompt_filter, Kept(PROMPTS, filter_prompts), records, backend)
     if len(kept) * recipe.num_generations < recipe.optim.batch_size:
         raise BadInput(
             f"prompt_filter: {len(kept)} of {counts['prompts']} prompts kept ({counts['all_wrong']} all wrong, "

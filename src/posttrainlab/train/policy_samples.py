@@ -1,11 +1,13 @@
 """``k`` answers per prompt from a training run's starting policy, graded, kept beside the run and reused on resume.
 
-What RFT's samples (``train.rft``) and GRPO's prompt filter (``train.grpo``) share; DPO's on-policy pairs do the same
-for their own rows (``label.policy_pairs``). ``graded_samples`` samples with any ``SamplingBackend``
+What RFT's samples (``train.rft``), GRPO's prompt filter (``train.grpo``) and DPO's on-policy pairs
+(``label.policy_pairs``) share. ``graded_samples`` samples with any ``SamplingBackend``
 (``generation.sampling.sample_answers``) and grades every answer with the arith grader; ``sampled_rows`` loads the
-policy (or takes the backend given), makes the rows once and writes ``OUT/<name>.jsonl`` then ``OUT/<name>.json``
-(``settings``, ``counts``, ``backend``, ``seconds``), each atomically, the summary last. A later run whose settings
-(the sampling values, the policy, the records' hash) equal the summary's reuses the rows instead of sampling again.
+policy (or takes the backend given), makes the rows once (``Kept.make``) and writes ``OUT/<name>.jsonl`` then
+``OUT/<name>.json`` (``settings``, ``counts``, ``backend``, ``seconds``), each atomically, the summary last. A later
+run whose settings (the sampling values, the policy, the records' hash) equal the summary's reuses the rows instead
+of sampling again. ``train.common.run_rows`` does it for a training recipe: into its output_dir, from its starting
+model.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,63 +26,81 @@ from posttrainlab.errors import BadInput
 Make = Callable[[list[dict], list[list[dict]]], tuple[list[dict], dict[str, Any]]]
 
 
+@dataclass(frozen=True)
+class Kept:
+    """What a run keeps of its graded samples (``make``), in ``OUT/<name>.jsonl`` and ``OUT/<name>.json``.
+
+    ``say`` prefixes its messages (default: ``name``), which call a row ``noun``; ``count`` is the key of the counts
+    that holds the number of rows (put first when ``make`` leaves it out); ``keys``, the record fields whose hash
+    joins the reuse key; ``written(out)`` runs after the files are written (not when they are reused).
+    """
+
+    name: str
+    make: Make
+    say: str = ""
+    noun: str = "rows"
+    count: str = "rows"
+    keys: tuple[str, ...] = ("id", "prompt", "answer")
+    written: Callable[[Path], object] | None = None
+
+    @property
+    def prefix(self) -> str:
+        return self.say or self.name
+
+
 def graded_samples(records: list[dict], cfg, backend, label: str) -> list[list[dict]]:
     """``cfg.k`` answers per record (a ``train.recipes.SamplingSettings``), each ``{"response", "correct",
     "outcome", "parsed"}`` as the arith grader sees it against the record's ``answer``."""
     from posttrainlab.generation.sampling import sample_answers
-    from posttrainlab.grading.arith import ArithGrader
+    from posttrainlab.grading.arith import graded_answers
 
     sampling = {"temperature": cfg.temperature, "top_p": cfg.top_p, "max_new_tokens": cfg.max_new_tokens}
     completions = sample_answers(backend, records, cfg.k, label, seed=cfg.seed, **sampling)
-    grader = ArithGrader()
-    out = []
-    for record, answers in zip(records, completions, strict=True):
-        grades = [grader.grade(a, record["answer"]) for a in answers]
-        out.append([{"response": a, "correct": g.correct, "outcome": g.outcome, "parsed": g.parsed}
-                    for a, g in zip(answers, grades, strict=True)])  # fmt: skip
-    return out
+    return [graded_answers(answers, r["answer"]) for r, answers in zip(records, completions, strict=True)]
 
 
-def settings_of(cfg, policy: str, dataset, records: list[dict], **extra: Any) -> dict[str, Any]:
-    """What the rows depend on: the sampling values, ``extra``, the policy, the data and a hash of the records."""
+def settings_of(cfg, policy: str, dataset, records: list[dict], keys: tuple[str, ...] = Kept.keys) -> dict[str, Any]:
+    """What the rows depend on: the sampling values, the policy, the data and a hash of the records' ``keys``."""
     digest = hashlib.sha256()
     for r in records:
-        digest.update(json.dumps([r.get("id"), r["prompt"], r["answer"]], sort_keys=True, default=str).encode())
-    return {**asdict(cfg), **extra, "policy": policy, "data": dataset.path, "split": dataset.split,
-            "limit": dataset.limit, "records_sha256": digest.hexdigest()}  # fmt: skip
+        digest.update(json.dumps([r.get(k) for k in keys], sort_keys=True, default=str).encode())
+    return {**asdict(cfg), "policy": policy, "data": dataset.path, "split": dataset.split, "limit": dataset.limit,
+            "records_sha256": digest.hexdigest()}  # fmt: skip
 
 
-def reusable(out: Path, name: str, settings: dict[str, Any]) -> list[dict] | None:
-    """The rows in ``out/<name>.jsonl`` when ``out/<name>.json``'s settings equal ``settings`` and the file is whole."""
+def reusable(out: Path, kept: Kept, settings: dict[str, Any]) -> tuple[list[dict], dict[str, Any]] | None:
+    """``(rows, counts)`` of ``out/<name>.jsonl`` when ``out/<name>.json``'s settings equal ``settings`` and the rows
+    file is whole."""
     from posttrainlab.data.jsonl import read_jsonl
 
     try:
-        summary = json.loads((out / f"{name}.json").read_text(encoding="utf-8"))
+        summary = json.loads((out / f"{kept.name}.json").read_text(encoding="utf-8"))
         if summary.get("settings") != settings:
             return None
-        rows = read_jsonl(out / f"{name}.jsonl")
+        rows = read_jsonl(out / f"{kept.name}.jsonl")
     except (OSError, json.JSONDecodeError, BadInput):
         return None
-    return rows if len(rows) == summary.get("counts", {}).get("rows") else None
+    counts = summary.get("counts", {})
+    return (rows, counts) if len(rows) == counts.get(kept.count) else None
 
 
 def sampled_rows(
-    records: list[dict], cfg, policy: str, out: Path, name: str, make: Make, *, settings: dict[str, Any],
-    backend=None, reuse: bool = True, trust_remote_code: bool = False,
+    records: list[dict], cfg, policy: str, out: Path, kept: Kept, *, settings: dict[str, Any], backend=None,
+    reuse: bool = True, trust_remote_code: bool = False,
 ) -> tuple[list[dict], dict[str, Any]]:  # fmt: skip
     """``(rows, counts)``: reused from ``out/<name>.jsonl`` (``reuse`` and equal ``settings``), or sampled from
-    ``policy`` (or ``backend``), graded and turned into rows by ``make``, then written (module docstring).
+    ``policy`` (or ``backend``), graded and turned into rows by ``kept.make``, then written (module docstring).
 
-    A model loaded here is freed before this returns, so the trainer loads into the memory it held.
+    A model loaded here is freed before this returns, so the trainer loads into the memory it held; a ``backend``
+    given with a ``close`` method (``vllm-server``'s) is closed, which stops the server it started.
     """
     from posttrainlab.data.atomic import write_text
     from posttrainlab.data.jsonl import write_jsonl
 
-    out = Path(out)
-    if reuse and (rows := reusable(out, name, settings)) is not None:
-        counts = json.loads((out / f"{name}.json").read_text(encoding="utf-8"))["counts"]
-        print(f"{name}: reusing {len(rows)} rows from {out / (name + '.jsonl')}", flush=True)
-        return rows, counts
+    out, rows_file = Path(out), Path(out) / f"{kept.name}.jsonl"
+    if reuse and (found := reusable(out, kept, settings)) is not None:
+        print(f"{kept.prefix}: reusing {len(found[0])} {kept.noun} from {rows_file}", flush=True)
+        return found
     owned = backend is None
     if owned:
         from posttrainlab.generation.transformers_backend import TransformersBackend
@@ -89,7 +109,7 @@ def sampled_rows(
             policy, batch_size=cfg.batch_size, trust_remote_code=trust_remote_code
         )
     start = time.perf_counter()
-    graded = graded_samples(records, cfg, backend, f"{name}: sampling k={cfg.k}")
+    graded = graded_samples(records, cfg, backend, f"{kept.prefix}: sampling k={cfg.k}")
     seconds = time.perf_counter() - start
     backend_name = getattr(backend, "name", type(backend).__name__)
     if owned:
@@ -97,13 +117,18 @@ def sampled_rows(
         from posttrainlab.models.loading import free_memory
 
         free_memory()
-    rows, counts = make(records, graded)
-    counts = {"rows": len(rows), **counts}
-    (out / f"{name}.json").unlink(missing_ok=True)  # no summary may vouch for a rows file it did not describe
-    write_jsonl(out / f"{name}.jsonl", rows)
+    elif callable(getattr(backend, "close", None)):
+        backend.close()  # a served policy (vllm-server) lets go of its server before the trainer loads
+    rows, counts = kept.make(records, graded)
+    counts = counts if kept.count in counts else {kept.count: len(rows), **counts}
+    (out / f"{kept.name}.json").unlink(missing_ok=True)  # no summary may vouch for a rows file it did not describe
+    write_jsonl(rows_file, rows)
     summary = {"settings": settings, "counts": counts, "backend": backend_name, "seconds": round(seconds, 3)}
-    write_text(out / f"{name}.json", json.dumps(summary, indent=2) + "\n")
-    print(f"{name}: {len(rows)} rows from {len(records)} prompts x {cfg.k} samples in {seconds:.1f} s", flush=True)
+    write_text(out / f"{kept.name}.json", json.dumps(summary, indent=2) + "\n")
+    if kept.written is not None:
+        kept.written(out)
+    print(f"{kept.prefix}: {len(rows)} {kept.noun} from {len(records)} prompts x {cfg.k} samples in {seconds:.1f} s",
+          flush=True)  # fmt: skip
     return rows, counts
 
 
@@ -114,4 +139,4 @@ def outcome_counts(graded: list[list[dict]]) -> dict[str, int]:
     return dict(sorted(Counter(s["outcome"] for samples in graded for s in samples).items()))
 
 
-__all__ = ["graded_samples", "outcome_counts", "reusable", "sampled_rows", "settings_of"]
+__all__ = ["Kept", "graded_samples", "outcome_counts", "reusable", "sampled_rows", "settings_of"]

@@ -31,14 +31,8 @@ from posttrainlab.data.arith.prm_labels import NO_ANSWER_STEP
 from posttrainlab.errors import BadInput
 from posttrainlab.prm.examples import make_examples, read_items
 from posttrainlab.prm.losses import IGNORE, prm_loss
-from posttrainlab.train.common import (
-    check_run,
-    log_callback,
-    peft_config,
-    resolve_model,
-    run_trainer,
-    trainer_kwargs,
-)
+from posttrainlab.train.common import check_run, peft_config, resolve_model, run_trainer, trainer_kwargs
+from posttrainlab.train.logs import log_callback
 from posttrainlab.train.prm_recipe import PRMRecipe
 
 log = logging.getLogger(__name__)

@@ -36,10 +36,10 @@ from posttrainlab.train.common import (
     RECIPE,
     SUMMARY,
     Start,
-    check_model,
     check_run,
+    checked_records,
     load_records,
-    resolve_model,
+    run_rows,
     run_trainer,
 )
 from posttrainlab.train.recipes import RejectionConfig, RFTRecipe
@@ -156,25 +156,15 @@ def mixed_rows(kept: list[dict], sft_records: list[dict], ratio: float, seed: in
 def _train_round(recipe: RFTRecipe, start: Start, backend, recorded: RFTRecipe) -> Path:
     """One round into ``recipe.output_dir``: sample ``recipe.model`` (or reuse), keep, mix, fine-tune; ``recorded`` is
     the recipe ``recipe.yaml`` keeps (the whole run's, for the last round of several)."""
-    from posttrainlab.config import save_config
-    from posttrainlab.train.policy_samples import sampled_rows, settings_of
+    from posttrainlab.train.policy_samples import Kept
     from posttrainlab.train.sft import build_trainer
 
-    check_model(recipe.model)
-    records = load_records(recipe.dataset)
+    records = checked_records(recipe)
     sft_records = load_records(recipe.sft_data)
     if recipe.rejection.filter == "process":
         problems_of(records)  # before any model loads
-    out = Path(recipe.output_dir)
-    fresh = not (out / RECIPE).is_file() and not start.overwrite
-    policy = resolve_model(recipe.model)
-    kept, counts = sampled_rows(
-        records, recipe.rejection, policy, out, SAMPLES, lambda rs, g: rejection_rows(rs, g, recipe.rejection),
-        settings=settings_of(recipe.rejection, policy, recipe.dataset, records), backend=backend,
-        reuse=not start.overwrite, trust_remote_code=recipe.trust_remote_code,
-    )  # fmt: skip
-    if fresh:  # the folder reads as an earlier run of this recipe from now on (its samples are reused)
-        save_config(recorded, out / RECIPE)
+    samples = Kept(SAMPLES, lambda rs, g: rejection_rows(rs, g, recipe.rejection))
+    kept, counts = run_rows(recipe, start, recipe.rejection, samples, records, backend, recorded)
     if not kept:
         raise BadInput(
             f"rft: no sample kept from {counts['prompts']} prompts x {recipe.rejection.k} ({counts['correct']} "
@@ -214,8 +204,7 @@ def train_rft(recipe: RFTRecipe, existing: str = "check", backend=None) -> Path:
     if _finished(out, start):
         print(f"rft: {out} is finished with this recipe (--overwrite trains it again)", flush=True)
         return out
-    check_model(recipe.model)
-    load_records(recipe.dataset)
+    checked_records(recipe)
     load_records(recipe.sft_data)
     if recipe.rounds > 1 and not (out / RECIPE).is_file():
         out.mkdir(parents=True, exist_ok=True)  # the round folders inside are this run's from now on

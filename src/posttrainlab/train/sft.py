@@ -14,18 +14,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from posttrainlab.train.common import (
-    assistant,
-    check_model,
-    check_run,
-    load_policy,
-    load_records,
-    run_trainer,
-    trainer_kwargs,
-    trl_trainer,
-    user,
-)
+from posttrainlab.train.common import assistant, check_run, run_trainer, trainer_kwargs, user
 from posttrainlab.train.recipes import SFTRecipe
+from posttrainlab.train.trl_build import build_trl
 
 
 def sft_rows(records: list[dict]) -> list[dict]:
@@ -52,12 +43,7 @@ def build_trainer(recipe: SFTRecipe, records: list[dict] | None = None):
         "train_sampling_strategy": "group_by_length" if recipe.length_grouping else "random",
     }
     kwargs = trainer_kwargs(SFTConfig, recipe, own, fixed={"completion_only_loss": True})
-    check_model(recipe.model)
-    records = load_records(recipe.dataset) if records is None else records
-    model, tokenizer = load_policy(recipe, padding_side="right")
-    args = SFTConfig(**kwargs)
-    trainer = trl_trainer(SFTTrainer, recipe, model, tokenizer, args, sft_rows(records))
-    return trainer, len(records)
+    return build_trl(SFTTrainer, SFTConfig, recipe, kwargs, sft_rows, records, padding_side="right")
 
 
 def train_sft(recipe: SFTRecipe, existing: str = "check") -> Path:

@@ -299,3 +299,18 @@ def test_an_empty_sharp_build_gets_no_card_and_data_card_says_why(folders, tmp_p
     assert (out / "train" / "step.jsonl").read_text() == "" and not (out / "README.md").exists()
     code, _, err = cli(capsys, "data", "card", str(out))
     assert code == 2 and "holds a row" in err and not (out / "README.md").exists()
+
+
+def test_the_policy_hash_names_the_weights_not_the_folder_it_was_trained_in(tmp_path):
+    """``training_args.bin`` holds ``output_dir``: two folders with the same weights hash the same."""
+    from posttrainlab.data.cards.card import model_sha256
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    for folder in (a, b):
+        folder.mkdir()
+        (folder / "config.json").write_text('{"model_type": "qwen2"}')
+        (folder / "model.safetensors").write_bytes(b"weights")
+        (folder / "training_args.bin").write_bytes(f"output_dir={folder}".encode())
+    assert model_sha256(a) == model_sha256(b) == model_hash(a)
+    (b / "model.safetensors").write_bytes(b"other weights")
+    assert model_sha256(a) != model_sha256(b)

@@ -60,7 +60,7 @@ def test_every_old_flag_keeps_its_meaning(capsys):
     args += ["--judge-relabel", "unparsed", "--val-problems", "1", "--keep-band", "0.1", "0.9"]
     args += ["--mid-difficulty", "0.2", "0.8", "--source", "s", "--card-columns-only", "--shard", "0/2"]
     args += ["--keep-continuations", "--exact-check", "--trust-remote-code", "--dtype", "bfloat16", "--threads", "1"]
-    args += ["--no-progress"]
+    args += ["--no-progress", "--ray", "2", "--ray-address", "auto"]
     got = printed(capsys, *args)
     assert got == {
         "policy": "p", "data": "d.jsonl", "out": "o", "split": "test", "limit": 4, "shard": "0/2", "n": 2,
@@ -70,7 +70,7 @@ def test_every_old_flag_keeps_its_meaning(capsys):
         "formats": ["parquet", "jsonl"], "text_columns": False, "backend": "openai", "base_url": "http://x/v1",
         "api_key": "***", "batch_size": 4, "problems_per_call": 3, "judge_model": "j", "judge_url": "http://j/v1",
         "judge_relabel": "unparsed", "keep_continuations": True, "exact_check": True, "trust_remote_code": True,
-        "dtype": "bfloat16", "threads": 1, "progress": False,
+        "dtype": "bfloat16", "threads": 1, "progress": False, "ray": 2, "ray_address": "auto",
     }  # fmt: skip
     cfg = load_config(MCRunConfig, None, flag_overrides(MCRunConfig, args, command="t"))
     assert cfg.api_key == "k" and cfg.stop == ("\n\n", "END") and cfg.labelling() == MCConfig(

@@ -88,16 +88,8 @@ class Template:
     items: tuple[str, ...] = ()
 
 
-def _r(lo: int, hi: int) -> Callable[[random.Random], int]:
-    return lambda rng: rng.randint(lo, hi)
-
-
 def _pair(lo: int, hi: int, lo2: int, hi2: int) -> Callable[[random.Random], tuple[int, ...]]:
     return lambda rng: (rng.randint(lo, hi), rng.randint(lo2, hi2))
-
-
-def _triple(ra, rb, rc) -> Callable[[random.Random], tuple[int, ...]]:
-    return lambda rng: (ra(rng), rb(rng), rc(rng))
 
 
 def _ab_then(op2: str, first: str = "*", prev_left: bool = True):
@@ -107,112 +99,65 @@ def _ab_then(op2: str, first: str = "*", prev_left: bool = True):
     return lambda o: ((first, o[1], o[2]), (op2, o[0], PREV))
 
 
+def _two_step(
+    id: str, ranges: tuple[tuple[int, int], ...], op2: str, question: str, items: tuple[str, ...] = (),
+    first: str = "*", prev_left: bool = True,
+) -> Template:  # fmt: skip
+    """A two-operation template: a, b, c drawn in that order from the inclusive ``ranges``, the program
+    ``_ab_then(op2, first, prev_left)``'s."""
+    (lo_a, hi_a), (lo_b, hi_b), (lo_c, hi_c) = ranges
+
+    def sample(rng: random.Random) -> tuple[int, ...]:
+        return rng.randint(lo_a, hi_a), rng.randint(lo_b, hi_b), rng.randint(lo_c, hi_c)
+
+    return Template(id, sample, _ab_then(op2, first, prev_left), question, items)
+
+
+# fmt: off
 TEMPLATES: dict[str, tuple[Template, ...]] = {
     "addition": (Template("a+b", _pair(10, 999, 10, 999), lambda o: (("+", o[0], o[1]),), "What is {a} + {b}?"),),
     "subtraction": (Template("a-b", _pair(10, 999, 10, 999), lambda o: (("-", o[0], o[1]),), "What is {a} - {b}?"),),
     "multiplication": (Template("a*b", _pair(12, 199, 3, 9), lambda o: (("*", o[0], o[1]),), "What is {a} * {b}?"),),
     "multi_step": (
-        Template("a*b+c", _triple(_r(2, 20), _r(2, 12), _r(1, 99)), _ab_then("+"), "What is {a} * {b} + {c}?"),
-        Template("a*b-c", _triple(_r(2, 20), _r(2, 12), _r(1, 99)), _ab_then("-"), "What is {a} * {b} - {c}?"),
-        Template(
-            "a+b*c",
-            _triple(_r(1, 99), _r(2, 20), _r(2, 12)),
-            _ab_then("+", prev_left=False),
-            "What is {a} + {b} * {c}?",
-        ),
-        Template(
-            "a-b*c",
-            _triple(_r(20, 250), _r(2, 20), _r(2, 12)),
-            _ab_then("-", prev_left=False),
-            "What is {a} - {b} * {c}?",
-        ),
-        Template(
-            "(a+b)*c",
-            _triple(_r(1, 50), _r(1, 50), _r(2, 9)),
-            _ab_then("*", first="+"),
-            "What is ({a} + {b}) * {c}?",
-        ),
-        Template(
-            "(a-b)*c",
-            _triple(_r(10, 99), _r(1, 99), _r(2, 9)),
-            _ab_then("*", first="-"),
-            "What is ({a} - {b}) * {c}?",
-        ),
-        Template(
-            "a+b-c",
-            _triple(_r(10, 500), _r(10, 500), _r(1, 500)),
-            _ab_then("-", first="+"),
-            "What is {a} + {b} - {c}?",
-        ),
-        Template(
-            "a-b+c",
-            _triple(_r(10, 500), _r(1, 500), _r(1, 500)),
-            _ab_then("+", first="-"),
-            "What is {a} - {b} + {c}?",
-        ),
+        _two_step("a*b+c", ((2, 20), (2, 12), (1, 99)), "+", "What is {a} * {b} + {c}?"),
+        _two_step("a*b-c", ((2, 20), (2, 12), (1, 99)), "-", "What is {a} * {b} - {c}?"),
+        _two_step("a+b*c", ((1, 99), (2, 20), (2, 12)), "+", "What is {a} + {b} * {c}?", prev_left=False),
+        _two_step("a-b*c", ((20, 250), (2, 20), (2, 12)), "-", "What is {a} - {b} * {c}?", prev_left=False),
+        _two_step("(a+b)*c", ((1, 50), (1, 50), (2, 9)), "*", "What is ({a} + {b}) * {c}?", first="+"),
+        _two_step("(a-b)*c", ((10, 99), (1, 99), (2, 9)), "*", "What is ({a} - {b}) * {c}?", first="-"),
+        _two_step("a+b-c", ((10, 500), (10, 500), (1, 500)), "-", "What is {a} + {b} - {c}?", first="+"),
+        _two_step("a-b+c", ((10, 500), (1, 500), (1, 500)), "+", "What is {a} - {b} + {c}?", first="-"),
     ),
     "word_problem": (
-        Template(
-            "buy_give_away",
-            _triple(_r(2, 12), _r(3, 24), _r(1, 60)),
-            _ab_then("-"),
-            "{name} buys {a} boxes of {item} with {b} {item} in each box. {name} gives away {c} {item}. "
-            "How many {item} does {name} have now?",
-            ("pencils", "crayons", "stickers", "markers", "erasers"),
-        ),
-        Template(
-            "boxes",
-            _triple(_r(2, 15), _r(4, 30), _r(1, 20)),
-            _ab_then("+"),
-            "{name} packs {a} boxes with {b} {item} in each box and has {c} {item} left over. "
-            "How many {item} does {name} have in total?",
-            ("apples", "oranges", "cookies", "muffins", "candles"),
-        ),
-        Template(
-            "wages",
-            _triple(_r(8, 40), _r(2, 12), _r(5, 150)),
-            _ab_then("-"),
-            "{name} earns {a} dollars an hour and works {b} hours. Then {name} spends {c} dollars. "
-            "How many dollars does {name} have left?",
-        ),
-        Template(
-            "shelf",
-            _triple(_r(2, 9), _r(5, 25), _r(1, 30)),
-            _ab_then("+"),
-            "A shelf has {a} rows with {b} {item} in each row. {name} adds {c} more {item}. "
-            "How many {item} are on the shelf now?",
-            ("books", "jars", "cans", "plants", "boxes"),
-        ),
-        Template(
-            "savings",
-            _triple(_r(5, 200), _r(3, 40), _r(2, 12)),
-            _ab_then("+", prev_left=False),
-            "{name} has {a} dollars and saves {b} dollars each week for {c} weeks. "
-            "How many dollars does {name} have then?",
-        ),
-        Template(
-            "collect",
-            _triple(_r(5, 300), _r(2, 200), _r(1, 200)),
-            _ab_then("-", first="+"),
-            "{name} has {a} {item}. {name} finds {b} more {item}, then gives {c} {item} to a friend. "
-            "How many {item} does {name} have now?",
-            ("marbles", "shells", "stamps", "coins", "cards"),
-        ),
-        Template(
-            "share",
-            _triple(_r(20, 200), _r(2, 15), _r(2, 9)),
-            _ab_then("-", prev_left=False),
-            "{name} has {a} {item} and gives {b} {item} to each of {c} friends. How many {item} does {name} have left?",
-            ("stickers", "candies", "cards", "balloons", "beads"),
-        ),
-        Template(
-            "reading",
-            _triple(_r(50, 600), _r(5, 40), _r(2, 10)),
-            _ab_then("-", prev_left=False),
-            "A book has {a} pages. {name} reads {b} pages a day for {c} days. How many pages are left to read?",
-        ),
+        _two_step("buy_give_away", ((2, 12), (3, 24), (1, 60)), "-",
+                  "{name} buys {a} boxes of {item} with {b} {item} in each box. {name} gives away {c} {item}. "
+                  "How many {item} does {name} have now?", ("pencils", "crayons", "stickers", "markers", "erasers")),
+        _two_step("boxes", ((2, 15), (4, 30), (1, 20)), "+",
+                  "{name} packs {a} boxes with {b} {item} in each box and has {c} {item} left over. "
+                  "How many {item} does {name} have in total?", ("apples", "oranges", "cookies", "muffins", "candles")),
+        _two_step("wages", ((8, 40), (2, 12), (5, 150)), "-",
+                  "{name} earns {a} dollars an hour and works {b} hours. Then {name} spends {c} dollars. "
+                  "How many dollars does {name} have left?"),
+        _two_step("shelf", ((2, 9), (5, 25), (1, 30)), "+",
+                  "A shelf has {a} rows with {b} {item} in each row. {name} adds {c} more {item}. "
+                  "How many {item} are on the shelf now?", ("books", "jars", "cans", "plants", "boxes")),
+        _two_step("savings", ((5, 200), (3, 40), (2, 12)), "+",
+                  "{name} has {a} dollars and saves {b} dollars each week for {c} weeks. "
+                  "How many dollars does {name} have then?", prev_left=False),
+        _two_step("collect", ((5, 300), (2, 200), (1, 200)), "-",
+                  "{name} has {a} {item}. {name} finds {b} more {item}, then gives {c} {item} to a friend. "
+                  "How many {item} does {name} have now?", ("marbles", "shells", "stamps", "coins", "cards"),
+                  first="+"),
+        _two_step("share", ((20, 200), (2, 15), (2, 9)), "-",
+                  "{name} has {a} {item} and gives {b} {item} to each of {c} friends. "
+                  "How many {item} does {name} have left?", ("stickers", "candies", "cards", "balloons", "beads"),
+                  prev_left=False),
+        _two_step("reading", ((50, 600), (5, 40), (2, 10)), "-",
+                  "A book has {a} pages. {name} reads {b} pages a day for {c} days. "
+                  "How many pages are left to read?", prev_left=False),
     ),
 }
+# fmt: on
 
 # Gender-neutral names; a word problem repeats the name instead of using a pronoun (card).
 NAMES = (

@@ -80,6 +80,8 @@ def model_sha256(model: str | os.PathLike | None) -> str | None:
 
     It hashes the lines ``<name> <sha256 of the file>`` of every ``*.safetensors`` / ``*.bin`` file and of
     ``MODEL_FILES``, sorted by name, so it names the weights and tokenizer, not the folder's logs.
+    ``training_args.bin`` (transformers' pickled ``TrainingArguments``, which hold ``output_dir``) is not weights:
+    it is left out, so the same weights in another folder hash the same.
     """
     if model is None:
         return None
@@ -89,7 +91,9 @@ def model_sha256(model: str | os.PathLike | None) -> str | None:
     names = sorted(
         p.name
         for p in folder.iterdir()
-        if p.is_file() and (p.suffix in (".safetensors", ".bin") or p.name in MODEL_FILES)
+        if p.is_file()
+        and (p.suffix in (".safetensors", ".bin") or p.name in MODEL_FILES)
+        and p.name != "training_args.bin"
     )
     if not names:
         return None

@@ -25,7 +25,6 @@ Written by hand: the registry of the lab's own layouts.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from collections.abc import Callable
@@ -36,6 +35,7 @@ from typing import Any
 from posttrainlab.data.cards import labels, runs
 from posttrainlab.data.cards.card import CardSpec, EmptyDataset, card_provenance, verify_card, write_card
 from posttrainlab.data.cards.render import CARD, parse_provenance
+from posttrainlab.data.cards.sections import json_object
 from posttrainlab.data.manifest import FileProblem
 from posttrainlab.errors import BadInput
 
@@ -52,11 +52,7 @@ class Kind:
 
 
 def _is_arith_v1(folder: Path) -> bool:
-    try:
-        manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return False
-    return isinstance(manifest, dict) and manifest.get("dataset") == "arith-v1"
+    return json_object(folder / "manifest.json").get("dataset") == "arith-v1"
 
 
 KINDS: dict[str, Kind] = {

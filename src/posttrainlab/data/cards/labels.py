@@ -17,12 +17,12 @@ Written by hand: the sections are the seeds'.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from posttrainlab.data.cards import sections as sec
+from posttrainlab.data.cards.about import card_spec, columns_section
 from posttrainlab.data.cards.card import CardSpec
 from posttrainlab.data.cards.render import fmt_int, table
 from posttrainlab.errors import BadInput
@@ -31,57 +31,16 @@ ARITH_PRM_SPLITS = ("train", "heldout", "preference_test")
 SHARP_SPLITS = ("train", "test")
 SHARP_VIEWS = ("step", "span", "meta")
 
-STEP_COLUMNS = {
-    "question": ("str", "the problem text (arith-v1's prompt without its instruction)"),
-    "steps": ("list[str]", "the solution's steps, cut after the first wrong one"),
-    "step_labels": ("list[int]", "1 = the step is right, 0 = wrong; no 0, or one 0 as the last label"),
-    "id": ("str", "arith-v1 record id of the problem"),
-    "category": ("str", "arith-v1 category"),
-    "source": ("str", "policy (sampled), reference (arith-v1's solution) or corruption (a controlled error)"),
-    "sample_index": ("int", "index of the policy sample (0..k-1); 0 otherwise"),
-    "corruption": ("str or null", "the corruption kind (arith-v1's four) of a corruption row"),
-    "outcome": ("str", "the arith grader's outcome of the whole solution"),
-    "num_steps": ("int", "non-empty lines of the whole solution, before the cut"),
-}
-MS_COLUMNS = {
-    "prompt": ("str", "the problem text"),
-    "completions": ("list[str]", "the steps (row i of the step view)"),
-    "labels": ("list[bool]", "true = correct step, false = incorrect"),
-}
-SHARP_COLUMNS = {
-    "question": ("str", "the problem"),
-    "steps": ("list[str]", "step view: the solution's steps, cut at the first faulty step"),
-    "step_labels": ("list[int]", "1 = sound, 0 = hallucination; no 0, or one 0 as the last label"),
-    "model_answer": ("list[str]", "span view: the whole solution, one piece per step"),
-    "hallucination_annotation": ("list[str]", "the same pieces with <HAL>…</HAL> around wrong fragments"),
-    "id": ("str", "problem id in its source"),
-    "source": ("str", "the problems' dataset"),
-    "source_split": ("str or null", "the split of the source the problem came from"),
-    "sample_index": ("int", "which of the k samples of the problem"),
-    "status": ("str", "clean, tagged, repaired or regenerated (how the annotation was accepted)"),
-    "n_spans": ("int", "<HAL> spans in the annotation"),
-    "first_error": ("int", "index of the step view's 0, -1 when none"),
-}
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
 # --------------------------------------------------------------------------------------------------
 # arith-prm
 
 
 def is_arith_prm(folder: Path) -> bool:
-    return _read_json(folder / "manifest.json").get("dataset") == "arith-prm"
+    return sec.json_object(folder / "manifest.json").get("dataset") == "arith-prm"
 
 
 def arith_prm_derive(folder: Path, known: dict[str, Any]) -> dict[str, Any]:
-    manifest = _read_json(folder / "manifest.json")
+    manifest = sec.json_object(folder / "manifest.json")
     sampling = {k: v for k, v in manifest.get("sampling", {}).items() if k not in ("seconds", "samples_per_s")}
     seed = sampling.get("seed")
     return {
@@ -96,7 +55,7 @@ def arith_prm_derive(folder: Path, known: dict[str, Any]) -> dict[str, Any]:
 
 
 def arith_prm_spec(folder: Path, provenance: dict[str, Any]) -> CardSpec:
-    splits = list(_read_json(folder / "manifest.json").get("stats") or ARITH_PRM_SPLITS)
+    splits = list(sec.json_object(folder / "manifest.json").get("stats") or ARITH_PRM_SPLITS)
     for s in splits:
         for view in ("step", "math_shepherd"):
             if not (folder / view / f"{s}.jsonl").is_file():
@@ -129,29 +88,15 @@ def arith_prm_spec(folder: Path, provenance: dict[str, Any]) -> CardSpec:
         + table(["split", "policy", "reference", "corruption"], source_rows, right=[1, 2, 3])
         + "\n\n`preference_test` holds arith-v1 **test** problems (its pairs derive from `test`): use it to "
         "evaluate a PRM, never to tune one. No split shares a problem with another.",
-        "## Columns\n\n"
-        + sec.columns_table(first_row or STEP_COLUMNS, STEP_COLUMNS)
-        + "\n\n`math_shepherd`:\n\n"
-        + sec.columns_table(MS_COLUMNS, MS_COLUMNS),
-    ]
+        "## Columns\n\n" + columns_section("arith-prm", first_row) + "\n\n`math_shepherd`:\n\n"
+        + columns_section("arith-prm", table="columns_math_shepherd"),
+    ]  # fmt: skip
     configs = {
         "step": {s: f"step/{s}.jsonl" for s in splits},
         "math_shepherd": {s: f"math_shepherd/{s}.jsonl" for s in splits},
     }
-    return CardSpec(
-        kind="arith-prm",
-        title="arith-prm (exact step labels)",
-        summary="Solutions to arith-v1 problems, sampled from a policy, with the reference solutions and controlled "
-        "corruptions of them, every step labelled **exactly** by a program: process-reward-model training and "
-        "evaluation data with no annotator noise. Two views of the same rows: the SHARP step view (`step`) and "
-        "the Math-Shepherd view (`math_shepherd`).",
-        configs=configs,
-        sections=sections,
-        side_files=[f for f in ("manifest.json", "stats.json") if (folder / f).is_file()],
-        provenance=provenance,
-        meta={"license": "apache-2.0", "tags": ["process-reward-model", "prm", "math", "step-level"],
-              "task_categories": ["text-classification", "token-classification"]},
-    )  # fmt: skip
+    side = [f for f in ("manifest.json", "stats.json") if (folder / f).is_file()]
+    return card_spec("arith-prm", configs, sections, provenance, side)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -159,11 +104,11 @@ def arith_prm_spec(folder: Path, provenance: dict[str, Any]) -> CardSpec:
 
 
 def is_sharp(folder: Path) -> bool:
-    return (folder / "all" / "span.jsonl").is_file() and "selection" in _read_json(folder / "summary.json")
+    return (folder / "all" / "span.jsonl").is_file() and "selection" in sec.json_object(folder / "summary.json")
 
 
 def sharp_derive(folder: Path, known: dict[str, Any]) -> dict[str, Any]:
-    summary = _read_json(folder / "summary.json")
+    summary = sec.json_object(folder / "summary.json")
     return {
         "policy": None,
         "judge": None,
@@ -222,25 +167,12 @@ def sharp_spec(folder: Path, provenance: dict[str, Any]) -> CardSpec:
                 span_rows, right=range(1, 7)),
         "## Annotation status\n\n" + table(["split", *statuses], status_rows, right=range(1, 5))
         + "\n\nFailed annotations are never written (they would read as clean).",
-        "## Columns\n\n" + sec.columns_table(SHARP_COLUMNS, SHARP_COLUMNS),
+        "## Columns\n\n" + columns_section("sharp"),
         *(["## Contamination\n\n" + "\n".join(warnings)] if warnings else []),
     ]  # fmt: skip
     configs = {view: {s: f"{s}/{view}.jsonl" for s in splits} for view in SHARP_VIEWS}
     side = [f"all/{view}.jsonl" for view in SHARP_VIEWS] + ["summary.json"]
-    return CardSpec(
-        kind="sharp",
-        title="SHARP views (step, span, meta)",
-        summary="Solutions sampled from a policy, annotated by an LLM judge that wraps the minimal wrong fragments "
-        "in `<HAL>…</HAL>`, in SHARP's two parallel views: the **span view** (`span`, the raw markup) and the "
-        "**step view** (`step`: a step is 0 when a span touches it, cut after the first 0), with `meta` (where "
-        "each row came from and how it was annotated).",
-        configs=configs,
-        sections=sections,
-        side_files=[f for f in side if (folder / f).is_file()],
-        provenance=provenance,
-        meta={"tags": ["process-reward-model", "prm", "hallucination-detection", "math", "step-level"],
-              "task_categories": ["text-classification", "token-classification"]},
-    )  # fmt: skip
+    return card_spec("sharp", configs, sections, provenance, [f for f in side if (folder / f).is_file()])
 
 
 __all__ = ["arith_prm_derive", "arith_prm_spec", "is_arith_prm", "is_sharp", "sharp_derive", "sharp_spec"]

@@ -18,61 +18,15 @@ Written by hand: the sections are the seeds'.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from posttrainlab.data.cards import sections as sec
+from posttrainlab.data.cards.about import card_spec, columns_section
 from posttrainlab.data.cards.card import CardSpec
 from posttrainlab.data.cards.render import fmt_int, table
 from posttrainlab.errors import BadInput
-
-MC_COLUMNS = {
-    "messages": ("list[dict]", 'chat turns: a user judge prompt (question + prefix) and a placeholder assistant "yes"'),
-    "reward": ("float", "the Monte-Carlo value V = correct continuations / continuations: the training target"),
-    "correct": ("bool", "V >= 0.5"),
-    "label": ("str", 'placeholder verdict string ("yes")'),
-    "id": ("str", "problem id (the splits are disjoint by it)"),
-    "source": ("str", "the problems' dataset"),
-    "sample_index": ("int", "base-trace index the prefix came from"),
-    "step_idx": ("int", "0-based index of the prefix's last step in the base trace"),
-    "num_steps": ("int", "number of steps in the base trace"),
-    "loss_weight": ("float", "1.0 (unused; superseded by the soft target reward)"),
-    "enable_thinking": ("bool", "false"),
-    "value_source": ("str", "measured (rolled out) or inferred (concluded by the binary search without rollouts)"),
-    "question": ("str", "the problem (posttrainlab's column, for grouped PRM training)"),
-    "steps": ("list[str]", "every step of the base trace (posttrainlab's column)"),
-}
-GEN_COLUMNS = {
-    "id": ("str", "problem id"),
-    "source": ("str", "the problems' dataset"),
-    "source_split": ("str or null", "the split of the source the problem came from"),
-    "sample_index": ("int", "which of the k samples of the problem"),
-    "question": ("str", "the problem"),
-    "answer": ("any", "the reference answer, when the source has one"),
-    "text": ("str", "the policy's solution, verbatim"),
-    "steps": ("list[str]", "the solution cut into steps"),
-    "step_split": ("str", "blank (cut on blank lines) or lines"),
-}
-PAIR_COLUMNS = {
-    "id": ("str", "<record id>-<i>"),
-    "source_id": ("str", "arith-v1 record id"),
-    "category": ("str", "arith-v1 category"),
-    "prompt": ("str", "the prompt, as shown to the policy"),
-    "chosen": ("str", "a correct answer sampled from the policy (or the reference solution, chosen_source)"),
-    "rejected": ("str", "an incorrect answer sampled from the policy"),
-    "chosen_source": ("str", "policy or reference"),
-    "rejected_outcome": ("str", "the arith grader's outcome of the rejected answer"),
-}
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 def generation_settings(data: str | Path | None) -> dict[str, Any]:
@@ -81,7 +35,7 @@ def generation_settings(data: str | Path | None) -> dict[str, Any]:
         return {}
     path = Path(str(data))
     folder = path if path.is_dir() else path.parent
-    settings = _read_json(folder / "generate.json")
+    settings = sec.json_object(folder / "generate.json")
     if not settings:
         return {}
     keep = ("backend", "k", "temperature", "top_p", "max_new_tokens", "limit", "step_split", "system_prompt")
@@ -126,18 +80,10 @@ def generations_spec(folder: Path, provenance: dict[str, Any]) -> CardSpec:
         + sec.counter_table(("source:split", "rows"), dict(origin)),
         *(["## Contamination\n\nThese problems come from a test split (" + ", ".join(f"`{k}`" for k in test) + "): a "
            "corpus built from them must not be used to evaluate a solver on that split."] if test else []),
-        "## Columns\n\n" + sec.columns_table(rows[0] if rows else GEN_COLUMNS, GEN_COLUMNS),
+        "## Columns\n\n" + columns_section("generations", rows[0] if rows else None),
     ]  # fmt: skip
-    return CardSpec(
-        kind="generations",
-        title="Policy generations",
-        summary="Independent solutions sampled from a policy, k per problem (SHARP's generation step), each cut into "
-        "steps; the input of `posttrain annotate`.",
-        configs={"default": {"train": "generations.jsonl"}},
-        sections=sections,
-        side_files=["generate.json"],
-        provenance=provenance,
-        meta={"tags": ["math", "reasoning", "synthetic"], "task_categories": ["text-generation"]},
+    return card_spec(
+        "generations", {"default": {"train": "generations.jsonl"}}, sections, provenance, ["generate.json"]
     )
 
 
@@ -175,16 +121,7 @@ def annotations_spec(folder: Path, provenance: dict[str, Any]) -> CardSpec:
         "the solution (`id, source, source_split, sample_index, question, steps`), and the outcome (`status, spans, "
         "hallucination_annotation, n_spans, verified, repair, attempts, rejected, http_retries, response`).",
     ]  # fmt: skip
-    return CardSpec(
-        kind="annotations",
-        title="LLM-judge <HAL> annotations",
-        summary="One record per solution: the judge's answer, verified against the solution (repaired or asked "
-        "again when it drifted), with the `<HAL>…</HAL>` spans it marked.",
-        configs={"default": {"train": "annotations.jsonl"}},
-        sections=sections,
-        provenance=provenance,
-        meta={"tags": ["hallucination-detection", "math", "step-level"], "task_categories": ["token-classification"]},
-    )
+    return card_spec("annotations", {"default": {"train": "annotations.jsonl"}}, sections, provenance)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -192,12 +129,12 @@ def annotations_spec(folder: Path, provenance: dict[str, Any]) -> CardSpec:
 
 
 def is_mc(folder: Path) -> bool:
-    summary = _read_json(folder / "summary.json")
+    summary = sec.json_object(folder / "summary.json")
     return "value_table" in summary and "config" in summary
 
 
 def mc_derive(folder: Path, known: dict[str, Any]) -> dict[str, Any]:
-    summary = _read_json(folder / "summary.json")
+    summary = sec.json_object(folder / "summary.json")
     config = dict(summary.get("config", {}))
     sampling = {k: config.get(k) for k in ("backend", "n", "samples_per_problem", "temperature", "top_p",
                                             "max_new_tokens", "search", "step_split", "stop")}  # fmt: skip
@@ -244,8 +181,8 @@ def mc_spec(folder: Path, provenance: dict[str, Any]) -> CardSpec:
         for rel in configs["default"].values()
         for r in sec.rows_of(folder / rel)
     )
-    columns = list(next(iter(sec.rows_of(folder / next(iter(configs["default"].values())))), MC_COLUMNS))
-    summary = _read_json(folder / "summary.json")
+    first = next(iter(sec.rows_of(folder / next(iter(configs["default"].values())))), None)
+    summary = sec.json_object(folder / "summary.json")
     sections = [
         "## Value distribution\n\n" + sec.value_table(stats)
         + "\n\nThe mass at 0 and 1 is label collapse on problems the policy reliably fails or solves; the "
@@ -254,23 +191,11 @@ def mc_spec(folder: Path, provenance: dict[str, Any]) -> CardSpec:
         f"## Splits\n\n`validation` holds {fmt_int(len(summary.get('val_ids', [])))} problems held out by id (a hash "
         "of the id alone); the splits are disjoint by `id`. Value sources of the default config: "
         + ", ".join(f"{k} {fmt_int(v)}" for k, v in sorted(inferred.items())) + ".",
-        "## Columns\n\n" + sec.columns_table(columns, MC_COLUMNS),
+        "## Columns\n\n" + columns_section("mc-values", first),
         "## Intended training use\n\nOne row per prefix with a placeholder `yes` verdict; the soft-target PRM loss "
         "reads `reward` as V and minimises `-[V log P(yes) + (1-V) log P(no)]` at the verdict position.",
     ]  # fmt: skip
-    return CardSpec(
-        kind="mc-values",
-        title="Monte-Carlo values V(prefix)",
-        summary="Soft-target process-reward data in the style of Math-Shepherd and the Polaris MC card: one row per "
-        "prefix of a reasoning trace, labelled with V(prefix) = P(correct | prefix) = correct continuations / "
-        "continuations, estimated from N continuations sampled from the policy and graded.",
-        configs=configs,
-        sections=sections,
-        side_files=[f for f in side if (folder / f).is_file()],
-        provenance=provenance,
-        meta={"tags": ["process-reward-model", "prm", "monte-carlo", "value-function", "math"],
-              "task_categories": ["text-classification"]},
-    )  # fmt: skip
+    return card_spec("mc-values", configs, sections, provenance, [f for f in side if (folder / f).is_file()])
 
 
 # --------------------------------------------------------------------------------------------------
@@ -282,7 +207,7 @@ def is_pairs(folder: Path) -> bool:
 
 
 def pairs_derive(folder: Path, known: dict[str, Any]) -> dict[str, Any]:
-    summary = _read_json(folder / "preference_pairs.json")
+    summary = sec.json_object(folder / "preference_pairs.json")
     settings = dict(summary.get("settings", {}))
     keep = ("k", "temperature", "top_p", "max_new_tokens", "pairs_per_prompt", "chosen_fallback", "batch_size")
     return {
@@ -297,7 +222,7 @@ def pairs_derive(folder: Path, known: dict[str, Any]) -> dict[str, Any]:
 
 def pairs_spec(folder: Path, provenance: dict[str, Any]) -> CardSpec:
     rows = list(sec.rows_of(folder / "train.jsonl"))
-    counts = _read_json(folder / "preference_pairs.json").get("counts", {})
+    counts = sec.json_object(folder / "preference_pairs.json").get("counts", {})
     sections = [
         "## Pairs\n\n"
         + table(["pairs", "prompts with a pair", "chosen from the policy", "chosen = reference"],
@@ -310,20 +235,10 @@ def pairs_spec(folder: Path, provenance: dict[str, Any]) -> CardSpec:
         + f"\n\nSampled: {fmt_int(counts.get('prompts', 0))} prompts, {fmt_int(counts.get('samples', 0))} answers; "
         f"{fmt_int(counts.get('prompts_without_correct', 0))} prompts without a correct answer and "
         f"{fmt_int(counts.get('prompts_without_incorrect', 0))} without an incorrect one.",
-        "## Columns\n\n" + sec.columns_table(rows[0] if rows else PAIR_COLUMNS, PAIR_COLUMNS),
+        "## Columns\n\n" + columns_section("preference-pairs", rows[0] if rows else None),
     ]  # fmt: skip
-    return CardSpec(
-        kind="preference-pairs",
-        title="On-policy DPO pairs",
-        summary="Preference pairs sampled from the policy itself: k answers per prompt, graded by the arith grader, "
-        "the i-th correct answer paired with the i-th incorrect one.",
-        configs={"default": {"train": "train.jsonl"}},
-        sections=sections,
-        side_files=["preference_pairs.json"],
-        provenance=provenance,
-        meta={"license": "apache-2.0", "tags": ["dpo", "preference", "math", "synthetic"],
-              "task_categories": ["text-generation"]},
-    )  # fmt: skip
+    return card_spec("preference-pairs", {"default": {"train": "train.jsonl"}}, sections, provenance,
+                     ["preference_pairs.json"])  # fmt: skip
 
 
 __all__ = [

@@ -8,9 +8,11 @@ with and without an error; Polaris MC: the value distribution and the columns).
 
 from __future__ import annotations
 
+import json
 import os
 from collections import Counter
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from posttrainlab.data.cards.render import fmt_int, table
@@ -23,6 +25,16 @@ def rows_of(path: str | os.PathLike) -> Iterable[dict[str, Any]]:
     from posttrainlab.data.formats.readers import iter_rows
 
     return iter_rows(path)
+
+
+def json_object(path: str | os.PathLike) -> dict[str, Any]:
+    """The JSON object in a side file (``manifest.json``, ``summary.json``…); ``{}`` when it is missing, unreadable or
+    not an object (a kind's ``is_<kind>`` then says no)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def step_counts(rows: Iterable[dict[str, Any]], labels_key: str = "step_labels", steps_key: str = "steps") -> dict:
@@ -133,6 +145,7 @@ __all__ = [
     "columns_table",
     "counter_table",
     "first_error_table",
+    "json_object",
     "rows_of",
     "span_counts",
     "step_counts",

@@ -25,9 +25,8 @@ from typing import Any
 
 from posttrainlab.data.formats.schema import (
     Row,
-    check_list,
+    check_labelled_steps,
     check_str,
-    check_str_list,
     first_reason,
     missing_keys,
     validate_rows,
@@ -122,17 +121,7 @@ def check_ms_list_row(row: Row) -> str | None:
     >>> check_ms_list_row({"prompt": "q", "completions": ["a"], "labels": [1]})
     'labels[0] is 1, expected true or false'
     """
-    return first_reason(
-        lambda: missing_keys(row, KEYS),
-        lambda: check_str(row, "prompt"),
-        lambda: check_str_list(row, "completions"),
-        lambda: check_list(row, "labels", lambda v: isinstance(v, bool), "true or false"),
-        lambda: (
-            None
-            if len(row["completions"]) == len(row["labels"])
-            else f"{len(row['completions'])} completions but {len(row['labels'])} labels"
-        ),
-    )
+    return check_labelled_steps(row, KEYS, *KEYS, lambda v: isinstance(v, bool), "true or false")
 
 
 def check_ms_ki_row(row: Row) -> str | None:

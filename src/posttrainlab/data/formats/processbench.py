@@ -24,7 +24,7 @@ from typing import Any
 
 from posttrainlab.data.formats.schema import (
     Row,
-    check_list,
+    check_labelled_steps,
     check_str,
     check_str_list,
     first_reason,
@@ -82,17 +82,7 @@ def check_ratings_row(row: Row) -> str | None:
     >>> check_ratings_row({"problem": "p", "steps": ["a"], "ratings": [2]})
     'ratings[0] is 2, expected -1, 0 or 1'
     """
-    return first_reason(
-        lambda: missing_keys(row, RATING_KEYS),
-        lambda: check_str(row, "problem"),
-        lambda: check_str_list(row, "steps"),
-        lambda: check_list(row, "ratings", lambda v: is_int(v) and v in (-1, 0, 1), "-1, 0 or 1"),
-        lambda: (
-            None
-            if len(row["ratings"]) == len(row["steps"])
-            else f"{len(row['steps'])} steps but {len(row['ratings'])} ratings"
-        ),
-    )
+    return check_labelled_steps(row, RATING_KEYS, *RATING_KEYS, lambda v: is_int(v) and v in (-1, 0, 1), "-1, 0 or 1")
 
 
 def flatten_prm800k(record: Row) -> dict[str, Any]:

@@ -107,6 +107,28 @@ def first_reason(*checks: Callable[[], str | None]) -> str | None:
     return None
 
 
+def check_labelled_steps(
+    row: Row, keys: Iterable[str], question: str, steps: str, labels: str, ok: Callable[[Any], bool], expected: str
+) -> str | None:
+    """The first fault of a row holding a question, its steps and one label per step: the ``keys``, ``question`` a
+    string, ``steps`` a list of strings, ``labels`` a list whose every item ``ok`` accepts, as many labels as steps.
+
+    >>> check_labelled_steps({"q": "x", "s": ["a", "b"], "l": [1]}, ("q", "s", "l"), "q", "s", "l", is_int, "an int")
+    '2 s but 1 l'
+    """
+    return first_reason(
+        lambda: missing_keys(row, keys),
+        lambda: check_str(row, question),
+        lambda: check_str_list(row, steps),
+        lambda: check_list(row, labels, ok, expected),
+        lambda: (
+            None
+            if len(row[steps]) == len(row[labels])
+            else f"{len(row[steps])} {steps} but {len(row[labels])} {labels}"
+        ),
+    )
+
+
 def validate_rows(rows: Iterable[Row], check: Callable[[Row], str | None]) -> Iterator[tuple[int, str]]:
     """Yield ``(row_index, reason)`` for every row that ``check`` rejects; good rows yield nothing.
 

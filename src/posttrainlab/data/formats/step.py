@@ -19,12 +19,9 @@ from typing import Any
 
 from posttrainlab.data.formats.schema import (
     Row,
-    check_list,
-    check_str,
-    check_str_list,
+    check_labelled_steps,
     first_reason,
     is_int,
-    missing_keys,
     validate_rows,
 )
 from posttrainlab.data.formats.stats import SolutionStats
@@ -115,15 +112,7 @@ def check_step_row(row: Row) -> str | None:
     '2 steps but 1 step_labels'
     """
     return first_reason(
-        lambda: missing_keys(row, KEYS),
-        lambda: check_str(row, "question"),
-        lambda: check_str_list(row, "steps"),
-        lambda: check_list(row, "step_labels", lambda v: is_int(v) and v in (0, 1), "0 or 1"),
-        lambda: (
-            None
-            if len(row["steps"]) == len(row["step_labels"])
-            else f"{len(row['steps'])} steps but {len(row['step_labels'])} step_labels"
-        ),
+        lambda: check_labelled_steps(row, KEYS, *KEYS, lambda v: is_int(v) and v in (0, 1), "0 or 1"),
         lambda: check_step_labels(row["step_labels"]),
     )
 

@@ -15,7 +15,9 @@ docstring stating its conventions:
 - ``work``: the resumable work folder and shards;
 - ``run``: the driver (``run_mc``, its ``RunOptions``) and the outputs (``finalize``);
 - ``judge`` (LLM-judge relabel pass), ``agreement`` (MC against exact labels), ``scripted`` (a policy
-  with known error rates for tests and benchmarks): imported by name, not re-exported here.
+  with known error rates for tests and benchmarks), ``policy`` (the run's backend and judge from its settings),
+  ``ray_runner`` (``--ray R``: the problems labelled on R Ray replicas) and ``ray_llm`` (``--backend vllm
+  --ray R``: one ray.data.llm row per continuation): imported by name, not re-exported here.
 """
 
 from __future__ import annotations

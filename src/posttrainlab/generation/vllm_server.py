@@ -88,6 +88,7 @@ class ServerOptions:
     threads: int | None = None  # None: $OMP_NUM_THREADS, else every core
     kv_cache_gib: int | None = None  # VLLM_CPU_KVCACHE_SPACE (CPU only); None: that variable, else 4
     max_num_seqs: int | None = None  # sequences decoded together; None: vLLM's default
+    env: tuple[tuple[str, str], ...] = ()  # more environment, over the lab's (("OMP_WAIT_POLICY", "ACTIVE"),)
     startup_timeout_s: float = 900.0
 
     def same_server(self) -> tuple:
@@ -151,6 +152,7 @@ def server_env(options: ServerOptions) -> dict[str, str]:
     )
     for key, value in DEFAULT_POLICY.env:  # the lab's thread policy (posttrainlab.threads): the user's own kept
         env.setdefault(key, value)
+    env.update(options.env)
     env.pop("PYTHONPATH", None)  # the lab's source tree must not shadow the vLLM venv's transformers
     return env
 

@@ -117,7 +117,7 @@ def run(
     path, records = read_problems(str(data), opts.split, opts.limit)
     sampling = {
         "policy": str(policy),
-        "policy_weights": _weights_stamp(str(policy)) if backend is None else getattr(backend, "name", "custom"),
+        "policy_weights": _weights_stamp(str(policy)),
         "data": str(path),
         "data_sha256": sha256_file(path),
         "limit": opts.limit,
@@ -128,6 +128,8 @@ def run(
         "seed": seed,
         "batch_size": opts.batch_size,
     }
+    if backend is not None:  # a backend of its own (vllm-server, ray, a stand-in): samples only it reuses
+        sampling["backend"] = getattr(backend, "name", "custom")
 
     rows = _read_cache(out, sampling, records)
     reused = rows is not None

@@ -21,7 +21,7 @@ ARGS += ["--keep-band", "0.1", "0.9", "--threads", "1", "--no-progress"]
 
 @pytest.fixture(scope="module")
 def ray_cluster():
-    from posttrainlab.label.mc.ray_runner import cluster
+    from posttrainlab.generation.ray_backend import cluster
 
     with cluster(cpus=2) as ray:  # the CLI finds it running and uses it (a local start costs ~12 s)
         yield ray
@@ -96,7 +96,7 @@ def test_vllm_path_one_row_per_continuation_equals_one_request_with_n_samples(
 ):
     from transformers import AutoTokenizer
 
-    from posttrainlab.label.mc.ray_llm import LLM_MISSING, RayLLMSampler, keep_columns
+    from posttrainlab.generation.ray_llm import LLM_MISSING, RayLLMSampler, keep_columns
 
     ray_cluster.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import this file
     tokenizer = AutoTokenizer.from_pretrained(tiny_policy)
@@ -130,7 +130,7 @@ def test_vllm_path_one_row_per_continuation_equals_one_request_with_n_samples(
 
 
 def test_ray_settings_and_a_missing_ray_are_one_line_errors(tmp_path, problems_file, capsys, monkeypatch):
-    from posttrainlab.label.mc.ray_runner import MISSING
+    from posttrainlab.generation.ray_backend import MISSING
 
     base = ["label", "mc", "--policy", "x", "--data", str(problems_file), "--out", str(tmp_path / "o")]
     code, _, err = cli(capsys, *base, "--ray", "0")

@@ -16,8 +16,8 @@ docstring stating its conventions:
 - ``run``: the driver (``run_mc``, its ``RunOptions``) and the outputs (``finalize``);
 - ``judge`` (LLM-judge relabel pass), ``agreement`` (MC against exact labels), ``scripted`` (a policy
   with known error rates for tests and benchmarks), ``policy`` (the run's backend and judge from its settings),
-  ``ray_runner`` (``--ray R``: the problems labelled on R Ray replicas) and ``ray_llm`` (``--backend vllm
-  --ray R``: one ray.data.llm row per continuation): imported by name, not re-exported here.
+  ``ray_runner`` (``--ray R``: the problems labelled on R Ray replicas; ``--backend vllm --ray R`` goes through
+  ``generation.ray_llm``, one ray.data.llm row per continuation): imported by name, not re-exported here.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ or on the other groups; with ``problems_per_call`` 1 (the transformers default) 
 single-process run's (the same batch per call, the same thread count). A replica labels whole problems, not single
 continuations: the transformers backend draws a prefix's N continuations from one prefill and one seeded generator
 (``generation.shared_prefix``), which is what makes labelling 8x cheaper, and splitting them would change the bytes.
-(``--backend vllm`` goes the other way, one row per continuation: ``label.mc.ray_llm``.)
+(``--backend vllm`` goes the other way, one row per continuation: ``generation.ray_llm``.)
 
 **Resumable** as without Ray: a record is appended (fsynced) as soon as the driver has it; a killed run loses the
 groups in flight only, and the next run, with any R or without Ray, skips every finished problem.
@@ -25,58 +25,21 @@ schedules the groups on the replicas.
 
 from __future__ import annotations
 
-import logging
 import pickle
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
 from typing import Any
 
 from posttrainlab.errors import BadInput
+from posttrainlab.generation.ray_backend import cluster, import_ray
 from posttrainlab.label.mc.config import MCRunConfig
 from posttrainlab.label.mc.policy import make_relabeler, make_sampler, run_options
 from posttrainlab.label.mc.problems import MCProblem
 from posttrainlab.label.mc.run import run_mc, start_job
 
-MISSING = "ray is not installed: pip install 'posttrainlab[ray]' (make setup installs it), or leave out --ray"
 #: groups per Ray Data block: a block's records come back when its last group is done, so blocks stay small
 GROUPS_PER_BLOCK = 8
 #: problems per backend call of ``--backend vllm --ray``: every call is one Ray Data pass that starts the engines
 VLLM_PROBLEMS_PER_CALL = 256
-
-
-def import_ray():
-    """The ``ray`` module with Ray Data, or ``BadInput`` in one line when the ``ray`` extra is not installed."""
-    try:
-        import ray
-        import ray.data  # noqa: F401  (ray[data]: pandas, pyarrow; a bare `pip install ray` lacks them)
-    except ImportError:
-        raise BadInput(MISSING) from None
-    return ray
-
-
-@contextmanager
-def cluster(*, cpus: int | None = None, address: str | None = None):
-    """Ray, connected: the session already running in this process, the cluster at ``address`` (``auto``:
-    the one ``ray start --head`` started on this machine), or a new local instance with ``cpus`` CPUs, which is
-    shut down on the way out. Ray Data's own progress bars and logs are turned off (the run has its bar)."""
-    ray = import_ray()
-    started = not ray.is_initialized()
-    if started:
-        quiet = {"logging_level": logging.WARNING, "log_to_driver": False}
-        if address is not None:
-            ray.init(address=address, **quiet)
-        else:
-            ray.init(num_cpus=cpus, include_dashboard=False, **quiet)
-    data = ray.data.DataContext.get_current()
-    data.enable_progress_bars = False
-    data.print_on_execution_start = False
-    logging.getLogger("ray.data").setLevel(logging.WARNING)
-    logging.getLogger("ray.data._internal.progress").setLevel(logging.ERROR)  # "progress bars disabled"
-    try:
-        yield ray
-    finally:
-        if started:
-            ray.shutdown()
 
 
 class LabelReplica:
@@ -159,17 +122,24 @@ def run_mc_ray(
     problems: Sequence[MCProblem], cfg: MCRunConfig, *, on_record: Callable[[dict[str, Any]], None] | None = None
 ) -> dict[str, Any]:
     """Label ``problems`` into ``cfg.out`` on ``cfg.ray`` replicas (module docstring); returns ``run_mc``'s summary,
-    its ``session`` with ``replicas``. ``--backend vllm`` runs through ray.data.llm instead (``label.mc.ray_llm``)."""
+    its ``session`` with ``replicas``. ``--backend vllm`` runs through ray.data.llm instead (``generation.ray_llm``)."""
     if cfg.ray is None:
         raise BadInput("run_mc_ray needs --ray R")
     vllm = cfg.backend == "vllm"  # a local start: every core (the stage's own tasks need CPUs beside the engines)
     with cluster(cpus=None if vllm else cfg.ray * (cfg.threads or 1), address=cfg.ray_address):
         if vllm:
-            from posttrainlab.label.mc.ray_llm import RayLLMSampler
+            from posttrainlab.generation.ray_llm import RayLLMSampler
 
             summary = run_mc(
                 problems,
-                RayLLMSampler.build(cfg),
+                RayLLMSampler.build(
+                    cfg.policy,
+                    replicas=cfg.ray,
+                    dtype=cfg.dtype,
+                    threads=cfg.threads,
+                    batch_size=cfg.batch_size,
+                    trust_remote_code=cfg.trust_remote_code,
+                ),
                 cfg.out,
                 config=cfg.labelling(),
                 output=cfg.output(),
@@ -197,4 +167,4 @@ def run_mc_ray(
         return job.finish(session)
 
 
-__all__ = ["GROUPS_PER_BLOCK", "MISSING", "LabelReplica", "cluster", "import_ray", "replica_records", "run_mc_ray"]
+__all__ = ["GROUPS_PER_BLOCK", "LabelReplica", "replica_records", "run_mc_ray"]

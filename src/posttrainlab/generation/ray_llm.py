@@ -107,8 +107,12 @@ class RayLLMSampler:
         self.passes = 0
 
     @classmethod
-    def build(cls, cfg) -> RayLLMSampler:
-        """R = ``cfg.ray`` vLLM engines over ``cfg.policy`` (one GPU each; a CPU bundle where the cluster has none)."""
+    def build(
+        cls, policy: str, *, replicas: int, dtype: str = "float32", threads: int | None = None,
+        batch_size: int = 32, trust_remote_code: bool = False,
+    ) -> RayLLMSampler:  # fmt: skip
+        """``replicas`` vLLM engines over ``policy`` (one GPU each; a ``threads``-CPU bundle where the cluster has
+        none), ``batch_size`` rows per engine batch."""
         import ray
         from transformers import AutoTokenizer
 
@@ -117,22 +121,22 @@ class RayLLMSampler:
         except ImportError:  # ray.data.llm needs the ray[llm] extra's packages (aiohttp, vllm, ...)
             raise BadInput(LLM_MISSING) from None
 
-        engine: dict[str, Any] = {"enable_prefix_caching": True, "trust_remote_code": cfg.trust_remote_code}
-        engine["dtype"] = "auto" if cfg.dtype == "float32" else cfg.dtype
+        engine: dict[str, Any] = {"enable_prefix_caching": True, "trust_remote_code": trust_remote_code}
+        engine["dtype"] = "auto" if dtype == "float32" else dtype
         placement = None
         if not ray.cluster_resources().get("GPU"):
-            placement = {"bundles": [{"CPU": cfg.threads or 1}]}
+            placement = {"bundles": [{"CPU": threads or 1}]}
         config = vLLMEngineProcessorConfig(
-            model_source=str(cfg.policy),
+            model_source=str(policy),
             engine_kwargs=engine,
-            concurrency=cfg.ray,
-            batch_size=cfg.batch_size,
+            concurrency=replicas,
+            batch_size=batch_size,
             chat_template_stage=False,
             tokenize_stage=False,
             detokenize_stage=False,
             placement_group_config=placement,
         )
-        tokenizer = AutoTokenizer.from_pretrained(str(cfg.policy), trust_remote_code=cfg.trust_remote_code)
+        tokenizer = AutoTokenizer.from_pretrained(str(policy), trust_remote_code=trust_remote_code)
         return cls(tokenizer, build_processor(config, postprocess=keep_columns))
 
     def sample_continuations(

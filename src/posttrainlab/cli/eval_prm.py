@@ -32,9 +32,9 @@ from posttrainlab.cli.options import (
     out_folder,
 )
 from posttrainlab.data.formats import STEP_FORMATS
-from posttrainlab.errors import BadInput
 from posttrainlab.eval.aggregation import AGGREGATIONS
 from posttrainlab.generation.factory import POLICY_BACKENDS
+from posttrainlab.generation.ray_backend import check_ray
 from posttrainlab.models.loading import DTYPES
 from posttrainlab.report.format import pct
 from posttrainlab.runners.settings import BestOfNSettings, PRMEvalSettings
@@ -192,8 +192,7 @@ def best_of_n(
     check_model(policy, "--policy")
     check_prm(prm_model)  # a policy folder as --prm: refused now, not after the sampling
     check_data(data)
-    if ray_address is not None and ray is None:
-        raise BadInput("--ray-address needs --ray R (the number of replicas to run on that cluster)")
+    check_ray(ray, ray_address)
     configure_threads(threads)
     settings = BestOfNSettings(
         n=n, ns=None if ns is None else split_ns(ns), temperature=temperature, top_p=top_p,

@@ -27,18 +27,26 @@ from __future__ import annotations
 
 import logging
 import pickle
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 from posttrainlab.errors import BadInput
 from posttrainlab.generation import Prompt
-from posttrainlab.generation.sampling import check_sampling, derive_seed
-from posttrainlab.generation.shared_prefix import PrefixRequest
+from posttrainlab.generation.sampling import check_sampling
+from posttrainlab.generation.shared_prefix import PrefixRequest, prompt_requests
 
 MISSING = "ray is not installed: pip install 'posttrainlab[ray]' (make setup installs it), or leave out --ray"
 #: the backends a replica can run
 RAY_BACKENDS = ("transformers", "vllm")
+
+
+def check_ray(replicas: int | None, address: str | None = None) -> None:
+    """``BadInput`` for ``--ray R`` below 1, or ``--ray-address`` without ``--ray`` (every verb that takes them)."""
+    if replicas is not None and replicas < 1:
+        raise BadInput(f"--ray {replicas}: need at least one replica")
+    if address is not None and replicas is None:
+        raise BadInput("--ray-address needs --ray R (the number of replicas to run on that cluster)")
 
 
 def import_ray():
@@ -74,6 +82,23 @@ def cluster(*, cpus: int | None = None, address: str | None = None):
     finally:
         if started:
             ray.shutdown()
+
+
+def pool_rows(items: list[dict[str, Any]], replica: type, *, replicas: int, cpus: int, blocks: int) -> Iterator:
+    """The rows of ``items`` (split into ``blocks`` Ray Data blocks), each mapped alone by ``replica`` on a pool of
+    ``replicas`` actors with ``cpus`` CPUs each, in the order they finish. Closing the iterator ends the execution
+    and its actors. Needs Ray connected (``cluster``)."""
+    import ray
+    from ray.data import ActorPoolStrategy
+
+    ds = ray.data.from_items(items, override_num_blocks=blocks).map_batches(
+        replica,
+        batch_size=1,
+        batch_format="numpy",
+        compute=ActorPoolStrategy(size=replicas),
+        num_cpus=cpus,
+    )
+    return iter(ds.iter_rows())
 
 
 class SampleReplica:
@@ -128,8 +153,7 @@ class RayBackend:
         trust_remote_code: bool = False,
         progress: bool = True,
     ):
-        if replicas < 1:
-            raise BadInput(f"--ray {replicas}: need at least one replica")
+        check_ray(replicas, address)
         if backend not in RAY_BACKENDS:
             raise BadInput(f"--ray runs the {' or '.join(RAY_BACKENDS)} backend on its replicas, not {backend}")
         if batch_size < 1:
@@ -160,9 +184,13 @@ class RayBackend:
         stop: list[str] | None = None,
     ) -> list[list[str]]:
         """``n`` completions for each prompt, in prompt order; prompt ``i`` seeded ``derive_seed(seed, i)``."""
-        requests = [PrefixRequest(p, "", derive_seed(seed, i)) for i, p in enumerate(prompts)]
         return self.sample_continuations(
-            requests, n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, stop=stop
+            prompt_requests(prompts, seed),
+            n=n,
+            temperature=temperature,
+            top_p=top_p,
+            max_new_tokens=max_new_tokens,
+            stop=stop,
         )
 
     def sample_continuations(
@@ -208,19 +236,12 @@ class RayBackend:
         settings = {"model": self.model, "threads": self.threads, "batch_size": self.batch_size, "dtype": self.dtype,
                     "trust_remote_code": self.trust_remote_code}  # fmt: skip
         results: list[list[str] | None] = [None] * len(requests)
-        with cluster(cpus=self.replicas * (self.threads or 1), address=self.address) as ray:
-            from ray.data import ActorPoolStrategy
-
-            ds = ray.data.from_items(items, override_num_blocks=len(items)).map_batches(
-                replica_class(settings),
-                batch_size=1,
-                batch_format="numpy",
-                compute=ActorPoolStrategy(size=self.replicas),
-                num_cpus=self.threads or 1,
-            )
+        cpus = self.threads or 1
+        with cluster(cpus=self.replicas * cpus, address=self.address):
+            rows = pool_rows(items, replica_class(settings), replicas=self.replicas, cpus=cpus, blocks=len(items))
             with progress_bar(self.progress) as bar:
                 task = bar.add_task(f"sampling on {self.replicas} Ray replica(s)", total=len(requests))
-                for row in ds.iter_rows():
+                for row in rows:
                     batch = batches[int(row["index"])]
                     for i, texts in zip(batch, pickle.loads(row["texts"]), strict=True):
                         results[i] = texts
@@ -231,4 +252,14 @@ class RayBackend:
         return results  # type: ignore[return-value]
 
 
-__all__ = ["MISSING", "RAY_BACKENDS", "RayBackend", "SampleReplica", "cluster", "import_ray", "replica_class"]
+__all__ = [
+    "MISSING",
+    "RAY_BACKENDS",
+    "RayBackend",
+    "SampleReplica",
+    "check_ray",
+    "cluster",
+    "import_ray",
+    "pool_rows",
+    "replica_class",
+]

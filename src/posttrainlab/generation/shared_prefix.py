@@ -98,6 +98,12 @@ class PrefixRequest:
     seed: int = 0
 
 
+def prompt_requests(prompts: Sequence[Prompt], seed: int) -> list[PrefixRequest]:
+    """Each prompt as a request with nothing written yet, prompt ``i`` seeded ``derive_seed(seed, i)``: how a
+    backend's ``generate(prompts, seed=seed)`` samples through ``sample_continuations``."""
+    return [PrefixRequest(p, "", derive_seed(seed, i)) for i, p in enumerate(prompts)]
+
+
 @runtime_checkable
 class PrefixSampler(Protocol):
     """A backend that continues prefixes itself (transformers, vLLM, OpenAI-compatible endpoints).
@@ -374,6 +380,7 @@ __all__ = [
     "encode_prefix",
     "encode_request",
     "filter_scores",
+    "prompt_requests",
     "sample_continuations",
     "sample_from_ids",
     "sample_shared_prefix",

@@ -44,8 +44,13 @@ from collections.abc import Sequence
 from posttrainlab.errors import BadInput
 from posttrainlab.generation import Prompt, truncate_at_stop
 from posttrainlab.generation.prompts import encode_prompt, left_pad, length_sorted_batches, plain_chat, render_prompt
-from posttrainlab.generation.sampling import Sample, SamplingStats, check_sampling, derive_seed
-from posttrainlab.generation.shared_prefix import PrefixRequest, sample_from_ids, sample_shared_prefix
+from posttrainlab.generation.sampling import Sample, SamplingStats, check_sampling
+from posttrainlab.generation.shared_prefix import (
+    PrefixRequest,
+    prompt_requests,
+    sample_from_ids,
+    sample_shared_prefix,
+)
 from posttrainlab.progress import progress_bar
 
 
@@ -168,7 +173,7 @@ class TransformersBackend:
         pass; with arith-v1's ~180-token prompts that prefill is most of the work (8x slower for n=16 on
         the tiny model). Prompt ``i`` samples from its own generator, seeded ``derive_seed(seed, i)``.
         """
-        requests = [PrefixRequest(p, "", derive_seed(seed, i)) for i, p in enumerate(prompts)]
+        requests = prompt_requests(prompts, seed)
         sampling = {"n": n, "temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens, "stop": stop}
         with progress_bar(self.progress) as bar:
             task = bar.add_task("generating", total=len(prompts))

@@ -16,6 +16,7 @@ from typing import Any
 
 from posttrainlab.data.step_split import MC_STEP_SPLITS, check_step_split
 from posttrainlab.errors import BadInput
+from posttrainlab.generation.ray_backend import check_ray
 
 SEARCHES = ("full", "binary")
 OUTPUT_FORMATS = ("parquet", "jsonl")
@@ -162,10 +163,7 @@ class MCRunConfig(Runtime, OutputConfig, MCConfig, Job):
             raise BadInput("the judge relabel pass needs both --judge-model and --judge-url")
         if self.threads is not None and self.threads < 1:
             raise BadInput(f"--threads {self.threads}: must be at least 1")
-        if self.ray is not None and self.ray < 1:
-            raise BadInput(f"--ray {self.ray}: need at least one replica")
-        if self.ray_address is not None and self.ray is None:
-            raise BadInput("--ray-address needs --ray R (the number of replicas to run on that cluster)")
+        check_ray(self.ray, self.ray_address)
 
 
 def _plain(value: Any) -> Any:

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from posttrainlab.errors import BadInput
-from posttrainlab.generation.ray_backend import cluster, import_ray
+from posttrainlab.generation.ray_backend import cluster, import_ray, pool_rows
 from posttrainlab.label.mc.config import MCRunConfig
 from posttrainlab.label.mc.policy import make_relabeler, make_sampler, run_options
 from posttrainlab.label.mc.problems import MCProblem
@@ -93,19 +93,10 @@ def replica_records(
     cost. Closing the iterator (the run was stopped) ends the Ray Data execution and its replicas."""
     if not groups:
         return
-    ray = import_ray()
-    from ray.data import ActorPoolStrategy
-
+    import_ray()
     items = [{"group": pickle.dumps(g)} for g in groups]
     blocks = min(len(items), max(4 * cfg.ray, -(-len(items) // GROUPS_PER_BLOCK)))
-    ds = ray.data.from_items(items, override_num_blocks=blocks).map_batches(
-        replica_class(cfg),
-        batch_size=1,
-        batch_format="numpy",
-        compute=ActorPoolStrategy(size=cfg.ray),
-        num_cpus=cfg.threads or 1,
-    )
-    rows = iter(ds.iter_rows())
+    rows = pool_rows(items, replica_class(cfg), replicas=cfg.ray, cpus=cfg.threads or 1, blocks=blocks)
     try:
         for row in rows:
             records, spent = pickle.loads(row["result"])

@@ -197,7 +197,7 @@ def test_a_recipe_refuses_values_no_run_can_train_with(override, message):
         ("DPORecipe", "preference.source=bogus", "preference.source='bogus': choose one of synthetic, policy"),
         ("DPORecipe", "beta=0", "beta=0.0: must be greater than 0"),
         ("GRPORecipe", "num_generations=1", "num_generations=1: must be at least 2"),
-        ("PRMRecipe", "head=classifier", "head 'classifier': choose one of token-cls, verdict"),
+        ("PRMRecipe", "head=classifier", "head 'classifier': choose one of token-cls, verdict, result"),
         ("PRMRecipe", "dataset.eval_limit=0", "dataset.eval_limit=0: must be at least 1"),
     ],
 )

@@ -50,6 +50,8 @@ def test_every_stage_ran_and_the_report_is_written(run):
     assert json.loads((out / "base" / "contamination.json").read_text())["overlap"] == 0
     # process supervision: exact-labelled arith-prm from the SFT policy, a step PRM, its eval, best-of-N
     assert (out / "arith-prm" / "step" / "train.jsonl").is_file() and (out / "prm" / "prm_config.json").is_file()
+    spec = json.loads((out / "prm" / "prm_config.json").read_text())  # the default recipe's head
+    assert (spec["head"], spec["input_format"]) == ("result", "policy")
     prm = json.loads((out / "prm-eval" / "metrics.json").read_text())
     scored = read_jsonl(out / "prm-eval" / "scores.jsonl")  # the AUROC is the one its scores give
     auroc = step_auroc([r["labels"] for r in scored], [r["scores"] for r in scored])

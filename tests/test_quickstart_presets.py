@@ -41,9 +41,13 @@ def test_the_default_preset_is_the_measured_recipe():
             cfg.grpo.max_completion_length, cfg.grpo.optim.save_steps) == (160, 2e-5, 16, 8, 48, 20)  # fmt: skip
     prm = cfg.process.prm
     assert (prm.optim.epochs, prm.optim.learning_rate, prm.optim.batch_size, cfg.process.k, cfg.process.limit,
-            cfg.process.bon_n, cfg.process.bon_limit) == (1, 1e-3, 16, 8, None, 16, 300)  # fmt: skip
+            cfg.process.bon_n, cfg.process.bon_limit) == (1, 1e-4, 16, 8, None, 16, 300)  # fmt: skip
+    # the PRM recipe chosen on dev (docs/prm-eval.md "The levers for a PRM that checks a line")
+    assert (prm.head, prm.input_format, cfg.process.labelling.labels, cfg.process.labelling.missing_answer,
+            cfg.process.bon_temperature) == ("result", "policy", "every-step", "explicit", 0.8)  # fmt: skip
     beam = cfg.process.beam
-    assert (cfg.seeds, cfg.dpo.preference.source, beam.beams, beam.proposals) == (1, "synthetic", 4, 4)
+    assert (cfg.seeds, cfg.dpo.preference.source, beam.beams, beam.proposals, beam.aggregation) == (
+        1, "synthetic", 4, 4, "min")  # fmt: skip
     assert (cfg.eval.split, cfg.eval.limit, cfg.eval.max_new_tokens) == ("test", None, 48)
 
 

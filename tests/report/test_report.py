@@ -296,3 +296,11 @@ def test_cli_verb(tmp_path):
 def test_importing_the_report_does_not_import_matplotlib():
     code = "import sys, posttrainlab.report, posttrainlab.cli.report; assert 'matplotlib' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_the_prm_section_names_the_head_the_prm_was_trained_with(tmp_path):
+    from posttrainlab.report.build import HEAD_WORDS, _head_words
+
+    (tmp_path / "prm_config.json").write_text(json.dumps({"head": "result"}))
+    assert _head_words(tmp_path) == HEAD_WORDS["result"] and "own probability" in HEAD_WORDS["result"]
+    assert _head_words(tmp_path / "missing") == HEAD_WORDS["token-cls"]  # a Qwen layout without prm_config.json

@@ -203,3 +203,15 @@ def test_deepspeed_zero3_trains_in_two_cpu_processes(method, tiny_model, arith_d
     shared = [k for k in base if k in trained and k != "model.embed_tokens.weight"]  # the PRM adds a token
     assert shared and all(trained[k].shape == base[k].shape for k in shared)
     assert any(not (trained[k] == base[k]).all() for k in shared)
+
+
+def test_under_a_launcher_a_command_leaves_with_its_exit_code_and_all_its_output(tmp_path):
+    """``python -m posttrainlab`` with WORLD_SIZE > 1 skips the interpreter's teardown (``os._exit``, where gloo's
+    threads can abort a finished run): the exit code and everything printed still come out."""
+    env = {**os.environ, "WORLD_SIZE": "2"}
+    ok = subprocess.run([sys.executable, "-m", "posttrainlab", "--help"], env=env, capture_output=True, text=True)
+    assert ok.returncode == 0 and "Usage: posttrain" in ok.stdout, ok.stderr
+    missing = str(tmp_path / "missing")
+    bad = subprocess.run([sys.executable, "-m", "posttrainlab", "data", "verify", missing], env=env,
+                         capture_output=True, text=True)  # fmt: skip
+    assert bad.returncode == 2 and bad.stderr.startswith("posttrain: error:"), (bad.returncode, bad.stderr)

@@ -8,9 +8,8 @@ sampled from, the earlier lines, and this line up to its result):
             = exp(sum of log-softmax(logits)[next token] over those tokens)
 
 - the result of ``a op b = c`` is ``c``; of ``Answer: N`` it is ``N``; a line of any other shape is read
-  whole (the policy's probability of writing that line);
-- the tokens read are those whose characters overlap the result (a token holding the space before a number
-  counts too, as the policy had to write it);
+  whole (the policy's probability of writing that line); the tokens read are those whose characters overlap
+  the result (``prm.results``, which the trained version of this verifier, the ``result`` head, reads too);
 - the sequence is the policy's own (``prm.policy_format``: the chat template over arith-v1's
   instruction + question, then the lines each followed by a newline), so no word of it is new to the model.
 
@@ -29,8 +28,8 @@ import math
 from collections.abc import Sequence
 
 from posttrainlab.data.arith.problems import INSTRUCTION
-from posttrainlab.data.arith.steps import ANSWER_LINE, CALC_LINE
 from posttrainlab.errors import BadInput
+from posttrainlab.prm.results import result_span, result_tokens
 
 #: The ``--prm`` / ``--model`` prefix that names the baseline verifier of a policy: ``baseline:runs/qs/sft``.
 BASELINE = "baseline:"
@@ -55,19 +54,6 @@ def baseline_policy(spec) -> str:
     if not policy:
         raise BadInput(f"{spec}: name the policy after {BASELINE} (e.g. {BASELINE}runs/qs/sft)")
     return policy
-
-
-def result_span(step: str) -> tuple[int, int]:
-    """Character span of a line's result: after ``=`` in a calculation, the integer of an answer line, else all.
-
-    >>> result_span("94 * 3 = 282"), result_span("Answer: 282"), result_span("so it is 282")
-    ((9, 12), (8, 11), (0, 12))
-    """
-    for pattern, group in ((CALC_LINE, 4), (ANSWER_LINE, 1)):
-        m = pattern.fullmatch(step)
-        if m:
-            return m.span(group)
-    return 0, len(step)
 
 
 class PolicyVerifier:
@@ -102,11 +88,7 @@ class PolicyVerifier:
         from posttrainlab.prm.format import encode_solution
 
         enc = encode_solution(self.tokenizer, self.spec, question, list(steps), offsets=True)
-        out = []  # the prompt's tokens have offsets (0, 0): they never overlap a result
-        for step, (start, _end) in zip(steps, enc.step_spans, strict=True):
-            a, b = result_span(step)
-            out.append([t for t, (s, e) in enumerate(enc.offsets) if s < start + b and e > start + a])
-        return enc.input_ids, out
+        return enc.input_ids, result_tokens(enc, steps)
 
     def score_batch(self, items: Sequence[tuple[str, Sequence[str]]], batch_size: int = 8) -> list[list[float]]:
         if batch_size < 1:

@@ -198,13 +198,19 @@ def _check_mc_text(row: dict) -> str | None:
 def make_example(
     tokenizer, spec, item: StepRow | JudgePrompt, *, span_tokens: bool, last_only: bool, max_length: int
 ) -> dict[str, list] | None:
-    """``{"input_ids", "labels"}`` for one item (module docstring), or ``None`` when no label survives the cut."""
+    """``{"input_ids", "labels"}`` for one item (module docstring), or ``None`` when no label survives the cut.
+    A ``result`` head's example also holds ``segments`` (``prm.results.segments``: where each result token's
+    log-probability is summed)."""
     from posttrainlab.prm.format import chat_messages, encode_solution
+    from posttrainlab.prm.results import segments
 
+    results = spec.head == "result"
     if isinstance(item, JudgePrompt):
+        if results:
+            raise ValueError("a judge-prompt row has no lines whose results the result head reads; use head verdict")
         ids = chat_messages(tokenizer, spec, item.messages)[-max_length:]
         return {"input_ids": ids, "labels": [IGNORE] * (len(ids) - 1) + [item.target]}
-    enc = encode_solution(tokenizer, spec, item.question, item.steps, offsets=span_tokens)
+    enc = encode_solution(tokenizer, spec, item.question, item.steps, offsets=span_tokens or results)
     labels = [IGNORE] * len(enc.input_ids)
     labelled = [k for k, t in enumerate(item.labels) if t != IGNORE]
     keep = set(labelled[-1:]) if last_only else set(labelled)
@@ -221,6 +227,8 @@ def make_example(
     ids, labels = enc.input_ids[:max_length], labels[:max_length]
     if all(x == IGNORE for x in labels):
         return None
+    if results:
+        return {"input_ids": ids, "labels": labels, "segments": segments(enc, item.steps, max_length)}
     return {"input_ids": ids, "labels": labels}
 
 

@@ -10,6 +10,13 @@ Index 0 = wrong / "no", 1 = correct / "yes", read at each separator token (``prm
   token. Defaults ``+`` / ``-`` (Math-Shepherd's tags): single bytes in the tiny byte-level
   tokenizer and single tokens in Qwen's. The "first token of ' yes' / ' no'" trick is refused, not
   used: on a byte-level tokenizer both start with the same space byte.
+- ``result``: a causal LM; P(step k correct) = the LM's own probability of the step's **result** tokens
+  (``prm.results``: the ``c`` of ``a op b = c``, the ``N`` of ``Answer: N``, any other line whole), read at the
+  step's position as the two logits ``[log(1 - P), log P]``. Untrained, it is the zero-training baseline verifier
+  (``prm.baseline``) exactly; trained on step labels, the cross-entropy is ``-log P`` on a right step (likelihood
+  of its result) and ``-log(1 - P)`` on a wrong one (unlikelihood), so the PRM starts from the policy's own
+  arithmetic instead of a random head that has to relearn it. No new weights; the batch carries ``segments``
+  (each result token's read position, ``prm.results.segments``).
 
 Hand-written because ``transformers`` has no class for Qwen2.5-Math-PRM (it ships as remote code, which
 docs/design.md forbids unless the user asks); the losses on these logits are ``prm.losses``'.
@@ -63,8 +70,9 @@ class TokenClsHead:
     """Two-class logits of a 2-label token-classification model."""
 
     kind = "token-cls"
+    reads_results = False  # needs no ``segments``
 
-    def logits(self, model, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    def logits(self, model, input_ids: torch.Tensor, attention_mask: torch.Tensor, segments=None) -> torch.Tensor:
         return model(input_ids=input_ids, attention_mask=attention_mask).logits[..., :2]
 
 
@@ -72,13 +80,40 @@ class VerdictHead:
     """Two-class logits ``[no, yes]`` out of a causal LM's next-token logits."""
 
     kind = "verdict"
+    reads_results = False
 
     def __init__(self, no_id: int, yes_id: int):
         self.ids = [no_id, yes_id]
 
-    def logits(self, model, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    def logits(self, model, input_ids: torch.Tensor, attention_mask: torch.Tensor, segments=None) -> torch.Tensor:
         out = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
         return out.logits[..., self.ids]
+
+
+class ResultHead:
+    """Two-class logits ``[log(1 - P), log P]``, P = the causal LM's probability of each step's result tokens.
+
+    ``segments`` ``[B, T]``: each result token's read position, ``NO_STEP`` (-1) elsewhere
+    (``prm.results.segments``). The log-probabilities of one step's result tokens are summed into its read
+    position; every other position gets P = 1 - 1e-6 (no label is ever read there).
+    """
+
+    kind = "result"
+    reads_results = True
+    #: log P is held at or below this, so that log(1 - P) stays finite (about -13.8)
+    CEILING = -1e-6
+
+    def logits(self, model, input_ids: torch.Tensor, attention_mask: torch.Tensor, segments=None) -> torch.Tensor:
+        if segments is None:
+            raise ValueError("the result head needs each result token's read position (segments)")
+        out = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits[:, :-1].float()
+        nxt = input_ids[:, 1:].to(out.device)
+        token_logp = out.gather(-1, nxt.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(out, dim=-1)  # of token t + 1
+        seg = segments[:, 1:].to(out.device)
+        summed = torch.zeros(input_ids.shape, dtype=torch.float32, device=out.device)
+        summed.scatter_add_(1, seg.clamp(min=0), torch.where(seg >= 0, token_logp, torch.zeros_like(token_logp)))
+        logp = summed.clamp(max=self.CEILING)
+        return torch.stack([torch.log(-torch.expm1(logp)), logp], dim=-1)
 
 
 def verdict_ids(tokenizer, spec: PRMSpec) -> tuple[int, int]:
@@ -101,6 +136,8 @@ def verdict_ids(tokenizer, spec: PRMSpec) -> tuple[int, int]:
 def make_head(spec: PRMSpec, tokenizer):
     if spec.head == "verdict":
         return VerdictHead(*verdict_ids(tokenizer, spec))
+    if spec.head == "result":
+        return ResultHead()
     return TokenClsHead()
 
 

@@ -7,15 +7,15 @@ and the scoring side must read exactly the positions the training side labelled 
 **Layouts** ``load_prm`` reads: (a) any ``*ForTokenClassification`` checkpoint with 2 labels;
 (b) ``Qwen2ForProcessRewardModel`` (Qwen2 backbone ``model.*``, ``score.0`` Linear -> ReLU ->
 ``score.2`` Linear to 2 classes; ``prm.heads``), natively from safetensors; (c) a causal LM with a
-``prm_config.json`` saying ``head: verdict``. ``prm_config.json`` (written by ``posttrain train prm``) also fixes
-the separator, chat/plain and system prompt; without it (a, b) the defaults of ``prm.format`` apply. Its schema
-(``PRMSpec``) and the list of heads live in ``prm/spec.py``, which needs no torch.
+``prm_config.json`` saying ``head: verdict`` or ``head: result``. ``prm_config.json`` (written by ``posttrain
+train prm``) also fixes the separator, chat/plain and system prompt; without it (a, b) the defaults of
+``prm.format`` apply. Its schema (``PRMSpec``) and the list of heads live in ``prm/spec.py``, which needs no torch.
 
 **Weights** are the checkpoint's or nothing: a scoring load (``load_prm``) refuses a checkpoint that
 lacks a tensor the model needs or holds one in another shape (``BadInput`` naming them), where
 ``from_pretrained`` would fill it at random and score noise that differs at each load. Only
 ``load_for_training`` may make a new token-cls head (on a causal LM, an encoder, or a PRM without
-one), and says so in one line instead of transformers' LOAD REPORT table. A verdict head is the LM
+one), and says so in one line instead of transformers' LOAD REPORT table. A verdict (or result) head is the LM
 head: tied (the tiny model), it is the embedding; untied, a missing ``lm_head.weight`` is refused in
 training too, since a random LM head has no verdict to fine-tune.
 """
@@ -89,9 +89,9 @@ def _model_class(arch: str, head: str, source: str):
     """The class to load ``arch`` with for ``head``; ``BadInput`` for a mismatch."""
     from transformers import AutoModelForCausalLM, AutoModelForTokenClassification
 
-    if head == "verdict":
+    if head in ("verdict", "result"):  # both read the LM's own next-token logits
         if arch == QWEN_PRM or arch.endswith("ForTokenClassification"):
-            raise BadInput(f"{source}: head verdict needs a causal LM, not a {arch} checkpoint")
+            raise BadInput(f"{source}: head {head} needs a causal LM, not a {arch} checkpoint")
         return AutoModelForCausalLM
     return Qwen2ForProcessRewardModel if arch == QWEN_PRM else AutoModelForTokenClassification
 

@@ -78,46 +78,58 @@ class PRM:
 
     def _score(self, items, *, batch_size: int, one_pass: bool) -> list[list[float]]:
         from posttrainlab.prm.format import encode_solution
+        from posttrainlab.prm.results import segments
 
         if batch_size < 1:
             raise BadInput(f"batch_size {batch_size}: must be at least 1")
+        results = self.head.reads_results  # the result head also needs where each result token is summed
+
+        def encode(question, steps):
+            enc = encode_solution(self.tokenizer, self.spec, question, steps, offsets=results)
+            return enc, (segments(enc, steps) if results else None)
+
         out: list[list[float]] = []
-        units: list[tuple[int, list[int], list[tuple[int, int]]]] = []  # (item, ids, [(position, step)])
+        units = []  # (item, ids, [(position, step)], segments or None)
         for i, item in enumerate(items):
             question, steps = _check_item(i, item)
             out.append([0.0] * len(steps))
             try:
                 if one_pass and steps:
-                    enc = encode_solution(self.tokenizer, self.spec, question, steps)
-                    units.append((i, enc.input_ids, [(p, k) for k, p in enumerate(enc.separators)]))
+                    enc, seg = encode(question, steps)
+                    units.append((i, enc.input_ids, [(p, k) for k, p in enumerate(enc.separators)], seg))
                 else:
                     for k in range(len(steps)):
-                        enc = encode_solution(self.tokenizer, self.spec, question, steps[: k + 1])
-                        units.append((i, enc.input_ids, [(enc.separators[-1], k)]))
+                        enc, seg = encode(question, steps[: k + 1])
+                        units.append((i, enc.input_ids, [(enc.separators[-1], k)], seg))
             except ValueError as e:
                 raise BadInput(f"solution {i}: {e}") from None
         units.sort(key=lambda u: len(u[1]), reverse=True)
         for start in range(0, len(units), batch_size):
             chunk = units[start : start + batch_size]
-            probs = self._forward([u[1] for u in chunk])
-            for row, (i, _, reads) in enumerate(chunk):
+            probs = self._forward([u[1] for u in chunk], [u[3] for u in chunk] if results else None)
+            for row, (i, _, reads, _) in enumerate(chunk):
                 for position, k in reads:
                     out[i][k] = float(probs[row, position])
         return out
 
-    def _forward(self, sequences: list[list[int]]):
+    def _forward(self, sequences: list[list[int]], segments: list[list[int]] | None = None):
         """P(correct) at every position of a right-padded batch, as a float32 CPU tensor ``[B, T]``."""
         import torch
+
+        from posttrainlab.prm.results import NO_STEP
 
         width = max(len(s) for s in sequences)
         pad = self.tokenizer.pad_token_id
         ids = torch.full((len(sequences), width), pad, dtype=torch.long)
         mask = torch.zeros((len(sequences), width), dtype=torch.long)
+        seg = None if segments is None else torch.full((len(sequences), width), NO_STEP, dtype=torch.long)
         for r, seq in enumerate(sequences):
             ids[r, : len(seq)] = torch.tensor(seq)
             mask[r, : len(seq)] = 1
+            if seg is not None:
+                seg[r, : len(seq)] = torch.tensor(segments[r], dtype=torch.long)
         with torch.inference_mode():
-            logits = self.head.logits(self.model, ids.to(self.device), mask.to(self.device))
+            logits = self.head.logits(self.model, ids.to(self.device), mask.to(self.device), seg)
             return torch.softmax(logits.float(), dim=-1)[..., 1].cpu()
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from posttrainlab.errors import BadInput
 
 PRM_CONFIG = "prm_config.json"
-HEADS = ("token-cls", "verdict")
+HEADS = ("token-cls", "verdict", "result")
 #: How a solution becomes the PRM's input (``prm.format.encode_solution``): ``qwen`` = Qwen2.5-Math-PRM's layout
 #: (system prompt, question, steps each followed by the separator token); ``policy`` = the policy's own prompt
 #: (chat template over instruction + question) and its own lines, each ending in a newline, read at the newline
@@ -33,7 +33,7 @@ DEFAULT_SYSTEM = "Please reason step by step, and put your final answer within \
 class PRMSpec:
     """How a PRM reads a solution; saved as ``prm_config.json`` beside the weights."""
 
-    head: str = "token-cls"  # token-cls | verdict
+    head: str = "token-cls"  # token-cls | verdict | result (prm.heads)
     separator: str = DEFAULT_SEPARATOR
     chat: bool = True  # format with the tokenizer's chat template (False: plain)
     system_prompt: str = DEFAULT_SYSTEM
@@ -84,7 +84,7 @@ def checkpoint_head(config: dict, saved: PRMSpec | None) -> str | None:
 def not_a_prm(path: str, config: dict) -> BadInput:
     return BadInput(
         f"{path}: not a PRM checkpoint ({architecture(config) or 'no architectures'} and no {PRM_CONFIG}; "
-        "expected a 2-label *ForTokenClassification, Qwen2ForProcessRewardModel or a verdict-head PRM)"
+        "expected a 2-label *ForTokenClassification, Qwen2ForProcessRewardModel or a verdict- or result-head PRM)"
     )
 
 

@@ -240,15 +240,32 @@ def _prm_section(m: dict, images: list[str]) -> list[Block]:
     out = [
         heading("Process reward model"),
         paragraph(
-            f"A step PRM (token-classification head) trained on arith-prm solutions sampled from the SFT policy and "
-            f"labelled exactly, scored on {m.get('solutions', '?')} held-out solutions ({m.get('steps', '?')} steps, "
-            f"{m.get('wrong_steps', '?')} wrong) from dev and validation problems."
+            f"A step PRM ({_head_words(m.get('model'))}) trained on arith-prm solutions sampled from the SFT policy "
+            f"and labelled exactly, scored on {m.get('solutions', '?')} held-out solutions "
+            f"({m.get('steps', '?')} steps, {m.get('wrong_steps', '?')} wrong) from dev and validation problems."
         ),
         table(["metric", "value"], rows),
     ]
     if "prm_reliability" in images:
         out.append(image("prm_reliability", "PRM reliability: predicted P(correct) against the observed share"))
     return out
+
+
+#: how the report names each PRM head (prm.heads)
+HEAD_WORDS = {
+    "token-cls": "token-classification head",
+    "verdict": "verdict-token head",
+    "result": "result head: the SFT policy's own probability of each line's result, fine-tuned on the step labels",
+}
+
+
+def _head_words(model) -> str:
+    """The PRM's head in words, from its ``prm_config.json`` (a token-classification head when there is none)."""
+    try:
+        head = json.loads((Path(str(model)) / "prm_config.json").read_text(encoding="utf-8")).get("head")
+    except (OSError, ValueError, AttributeError):
+        head = None
+    return HEAD_WORDS.get(head, HEAD_WORDS["token-cls"])
 
 
 def _bon_section(b: dict, images: list[str]) -> list[Block]:

@@ -39,27 +39,34 @@ log = logging.getLogger(__name__)
 
 
 def collate(pad_id: int):
-    """Right-pad ``input_ids`` (with ``pad_id``) and ``labels`` (with ``IGNORE``); add the attention mask."""
+    """Right-pad ``input_ids`` (with ``pad_id``) and ``labels`` (with ``IGNORE``); add the attention mask. A result
+    head's ``segments`` are padded with ``prm.results.NO_STEP``."""
     import torch
+
+    from posttrainlab.prm.results import NO_STEP
 
     def collate_fn(batch: list[dict]) -> dict:
         width = max(len(ex["input_ids"]) for ex in batch)
         ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
         labels = torch.full((len(batch), width), IGNORE, dtype=torch.float32)
         mask = torch.zeros((len(batch), width), dtype=torch.long)
+        segments = torch.full((len(batch), width), NO_STEP, dtype=torch.long) if "segments" in batch[0] else None
         for r, ex in enumerate(batch):
             n = len(ex["input_ids"])
             ids[r, :n] = torch.tensor(ex["input_ids"])
             labels[r, :n] = torch.tensor(ex["labels"], dtype=torch.float32)
             mask[r, :n] = 1
-        return {"input_ids": ids, "attention_mask": mask, "labels": labels}
+            if segments is not None:
+                segments[r, :n] = torch.tensor(ex["segments"], dtype=torch.long)
+        out = {"input_ids": ids, "attention_mask": mask, "labels": labels}
+        return out if segments is None else {**out, "segments": segments}
 
     return collate_fn
 
 
 def batch_loss(model, head, batch: dict, *, soft: bool, class_weights=None):
     """The PRM loss of one collated batch (``compute_loss`` and the grouping test/bench share it)."""
-    logits = head.logits(model, batch["input_ids"], batch["attention_mask"])
+    logits = head.logits(model, batch["input_ids"], batch["attention_mask"], batch.get("segments"))
     return prm_loss(logits, batch["labels"].to(logits.device), soft=soft, class_weights=class_weights)
 
 

@@ -60,7 +60,9 @@ class PRMRecipe:
     model: str = "base"  # a causal LM or encoder folder / Hub id, or a PRM to fine-tune; "base" = the tiny base
     output_dir: str = "runs/prm"
     dataset: PRMDataConfig = field(default_factory=PRMDataConfig)
-    head: str = "token-cls"  # token-cls (2-label token classification) | verdict (P(yes) vs P(no) from the LM head)
+    # token-cls (2-label token classification) | verdict (P(yes) vs P(no) from the LM head) | result (the LM's own
+    # probability of each line's result, trained on the step labels: the baseline verifier, fine-tuned; prm.heads)
+    head: str = "token-cls"
     supervision: str = "step"  # step (hard step labels) | span (<HAL> token labels too) | soft (MC values V)
     separator: str = "<extra_0>"  # after every step; added as a special token when the tokenizer lacks it
     chat_template: bool | None = None  # null: use the tokenizer's chat template when it has one
@@ -114,5 +116,7 @@ class PRMRecipe:
             raise BadInput(f"freeze_backbone_steps={self.freeze_backbone_steps}: must be >= 0")
         if self.head != "token-cls" and (self.head_learning_rate is not None or self.freeze_backbone_steps):
             raise BadInput(
-                "head_learning_rate and freeze_backbone_steps need head token-cls (a verdict head is the LM)"
+                f"head_learning_rate and freeze_backbone_steps need head token-cls (a {self.head} head is the LM)"
             )
+        if self.head == "result" and self.supervision == "span":
+            raise BadInput("head result reads one probability per step; supervision span labels tokens: use step")

@@ -77,3 +77,34 @@ def test_train_prm_on_the_real_model_and_score_it(config, extra, smollm2, tmp_pa
     per_prefix = prm.score_prefixes(QUESTION, STEPS)
     assert len(one_pass) == 3 and all(0.0 <= s <= 1.0 for s in one_pass)
     assert one_pass == pytest.approx(per_prefix, abs=1e-4)
+
+
+def test_result_head_on_the_real_model_starts_as_its_baseline_verifier_and_trains(smollm2, tmp_path, capsys):
+    """SmolLM2's BPE (digits one token each) in the policy format: the untrained result head scores each line as
+    the baseline verifier does; two training steps run, keep the weights tied, and score in one pass as per prefix."""
+    from posttrainlab.data.arith.problems import INSTRUCTION
+    from posttrainlab.prm import PRM
+    from posttrainlab.prm.baseline import PolicyVerifier
+    from posttrainlab.prm.loading import load_for_training
+    from posttrainlab.prm.spec import write_spec
+
+    q, steps = "What is 94 * 3?", ["94 * 3 = 282", "Answer: 282"]
+    model, tokenizer, spec = load_for_training(smollm2, head="result", input_format="policy", instruction=INSTRUCTION)
+    assert model.get_input_embeddings().num_embeddings == len(tokenizer)  # nothing added
+    untrained = tmp_path / "untrained"
+    model.save_pretrained(untrained)
+    tokenizer.save_pretrained(untrained)
+    write_spec(spec, untrained)
+    got = PRM.from_pretrained(untrained).score(q, steps)
+    assert got == pytest.approx(PolicyVerifier.from_pretrained(smollm2).score(q, steps), rel=1e-3, abs=1e-6)
+    data = tmp_path / "rows.jsonl"
+    rows = [{"prompt": q, "completions": steps, "labels": [True, True]},
+            {"prompt": q, "completions": ["94 * 3 = 292", "Answer: 292"], "labels": [False, False]}]  # fmt: skip
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = _train(capsys, "step.yaml", smollm2, tmp_path / "prm", "head=result", "input_format=policy",
+                 f"dataset.path={data}", "dataset.format=math-shepherd")  # fmt: skip
+    prm = PRM.from_pretrained(out)
+    assert prm.spec.head == "result"
+    assert prm.model.get_input_embeddings().weight.data_ptr() == prm.model.get_output_embeddings().weight.data_ptr()
+    one_pass = prm.score(q, steps)
+    assert len(one_pass) == 2 and one_pass == pytest.approx(prm.score_prefixes(q, steps), rel=1e-3, abs=1e-6)

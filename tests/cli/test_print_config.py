@@ -53,7 +53,9 @@ def test_quickstart_prints_the_config_it_would_run(capsys, tmp_path, monkeypatch
     assert cfg.sft.model == str(base_cache_path(cfg.base)) and cfg.sft.output_dir == str(run / "sft")
     assert cfg.dpo.model == cfg.grpo.model == cfg.process.prm.model == str(run / "sft")
     assert cfg.grpo.dataset.path == str(run / "data" / "arith-v1")
-    assert Path(cfg.process.prm.dataset.path) == run / "arith-prm" / "step" / "train.jsonl"
+    # labels every-step (the smoke preset keeps the default's PRM recipe): the Math-Shepherd view holds every line
+    assert Path(cfg.process.prm.dataset.path) == run / "arith-prm" / "math_shepherd" / "train.jsonl"
+    assert cfg.process.prm.dataset.format == "math-shepherd" and cfg.process.prm.head == "result"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["printed.yaml"]  # no run folder, no base cache
 
 

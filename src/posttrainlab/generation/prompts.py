@@ -156,6 +156,33 @@ def left_pad(sequences: list[list[int]], pad_id: int):
     return ids, mask
 
 
+def right_pad(rows: list[list], fill, dtype=None):
+    """One tensor ``[len(rows), longest row]``: each row's values first, ``fill`` after (``dtype`` default long).
+
+    >>> right_pad([[5, 6, 7], [8]], fill=-1).tolist()
+    [[5, 6, 7], [8, -1, -1]]
+    """
+    import torch
+
+    dtype = torch.long if dtype is None else dtype
+    out = torch.full((len(rows), max(len(r) for r in rows)), fill, dtype=dtype)
+    for i, row in enumerate(rows):
+        if len(row):
+            out[i, : len(row)] = torch.tensor(row, dtype=dtype)
+    return out
+
+
+def right_pad_ids(sequences: list[list[int]], pad_id: int):
+    """``(input_ids, attention_mask)`` long tensors, each row padded on the right to the longest (causal scoring and
+    PRM training: a position never sees the padding after it, and rotary positions start at 0 in every row).
+
+    >>> ids, mask = right_pad_ids([[5, 6, 7], [8]], pad_id=0)
+    >>> ids.tolist(), mask.tolist()
+    ([[5, 6, 7], [8, 0, 0]], [[1, 1, 1], [1, 0, 0]])
+    """
+    return right_pad(sequences, pad_id), right_pad([[1] * len(s) for s in sequences], 0)
+
+
 __all__ = [
     "as_messages",
     "continuation_text",
@@ -165,4 +192,6 @@ __all__ = [
     "length_sorted_batches",
     "plain_chat",
     "render_prompt",
+    "right_pad",
+    "right_pad_ids",
 ]

@@ -112,12 +112,9 @@ class PolicyVerifier:
         """``{t: log P(ids[t] | ids[:t])}`` for the wanted positions of each right-padded sequence."""
         import torch
 
-        width = max(len(s) for s in sequences)
-        ids = torch.full((len(sequences), width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(sequences), width), dtype=torch.long)
-        for r, seq in enumerate(sequences):
-            ids[r, : len(seq)] = torch.tensor(seq)
-            mask[r, : len(seq)] = 1
+        from posttrainlab.generation.prompts import right_pad_ids
+
+        ids, mask = right_pad_ids(sequences, self.pad_id)
         out = []
         with torch.inference_mode():
             logits = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits

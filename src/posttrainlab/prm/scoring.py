@@ -116,18 +116,11 @@ class PRM:
         """P(correct) at every position of a right-padded batch, as a float32 CPU tensor ``[B, T]``."""
         import torch
 
+        from posttrainlab.generation.prompts import right_pad, right_pad_ids
         from posttrainlab.prm.results import NO_STEP
 
-        width = max(len(s) for s in sequences)
-        pad = self.tokenizer.pad_token_id
-        ids = torch.full((len(sequences), width), pad, dtype=torch.long)
-        mask = torch.zeros((len(sequences), width), dtype=torch.long)
-        seg = None if segments is None else torch.full((len(sequences), width), NO_STEP, dtype=torch.long)
-        for r, seq in enumerate(sequences):
-            ids[r, : len(seq)] = torch.tensor(seq)
-            mask[r, : len(seq)] = 1
-            if seg is not None:
-                seg[r, : len(seq)] = torch.tensor(segments[r], dtype=torch.long)
+        ids, mask = right_pad_ids(sequences, self.tokenizer.pad_token_id)
+        seg = None if segments is None else right_pad(segments, NO_STEP)
         with torch.inference_mode():
             logits = self.head.logits(self.model, ids.to(self.device), mask.to(self.device), seg)
             return torch.softmax(logits.float(), dim=-1)[..., 1].cpu()

@@ -27,6 +27,7 @@ from pathlib import Path
 from posttrainlab.data.arith.corrupt import CORRUPTIONS
 from posttrainlab.data.arith.problems import CATEGORIES
 from posttrainlab.data.atomic import check_output_folder, staging_dir, write_text
+from posttrainlab.prm.spec import PRM_CONFIG
 from posttrainlab.report import paired, plots
 from posttrainlab.report.format import duration, pct, value, with_ci
 from posttrainlab.report.gallery_html import gallery_section
@@ -262,7 +263,7 @@ HEAD_WORDS = {
 def _head_words(model) -> str:
     """The PRM's head in words, from its ``prm_config.json`` (a token-classification head when there is none)."""
     try:
-        head = json.loads((Path(str(model)) / "prm_config.json").read_text(encoding="utf-8")).get("head")
+        head = json.loads((Path(str(model)) / PRM_CONFIG).read_text(encoding="utf-8")).get("head")
     except (OSError, ValueError, AttributeError):
         head = None
     return HEAD_WORDS.get(head, HEAD_WORDS["token-cls"])

@@ -43,23 +43,16 @@ def collate(pad_id: int):
     head's ``segments`` are padded with ``prm.results.NO_STEP``."""
     import torch
 
+    from posttrainlab.generation.prompts import right_pad, right_pad_ids
     from posttrainlab.prm.results import NO_STEP
 
     def collate_fn(batch: list[dict]) -> dict:
-        width = max(len(ex["input_ids"]) for ex in batch)
-        ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
-        labels = torch.full((len(batch), width), IGNORE, dtype=torch.float32)
-        mask = torch.zeros((len(batch), width), dtype=torch.long)
-        segments = torch.full((len(batch), width), NO_STEP, dtype=torch.long) if "segments" in batch[0] else None
-        for r, ex in enumerate(batch):
-            n = len(ex["input_ids"])
-            ids[r, :n] = torch.tensor(ex["input_ids"])
-            labels[r, :n] = torch.tensor(ex["labels"], dtype=torch.float32)
-            mask[r, :n] = 1
-            if segments is not None:
-                segments[r, :n] = torch.tensor(ex["segments"], dtype=torch.long)
+        ids, mask = right_pad_ids([ex["input_ids"] for ex in batch], pad_id)
+        labels = right_pad([ex["labels"] for ex in batch], IGNORE, torch.float32)
         out = {"input_ids": ids, "attention_mask": mask, "labels": labels}
-        return out if segments is None else {**out, "segments": segments}
+        if "segments" in batch[0]:
+            out["segments"] = right_pad([ex["segments"] for ex in batch], NO_STEP)
+        return out
 
     return collate_fn
 

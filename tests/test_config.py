@@ -70,7 +70,7 @@ def test_a_documented_configs_path_loads_the_shipped_file_from_any_folder(tmp_pa
 
     monkeypatch.chdir(tmp_path)
     shipped = load_config(SFTRecipe, "configs/arith/sft.yaml")
-    assert shipped == load_config(SFTRecipe, SHIPPED / "arith/sft.yaml") and shipped.optim.epochs == 3
+    assert shipped == load_config(SFTRecipe, SHIPPED / "arith/sft.yaml") and shipped.optim.epochs == 6
     assert config_path("configs/arith/sft.yaml") == SHIPPED / "arith/sft.yaml"
     with pytest.raises(BadInput, match="configs/arith/nope.yaml: no such config file"):
         load_config(SFTRecipe, "configs/arith/nope.yaml")

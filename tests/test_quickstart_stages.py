@@ -143,3 +143,24 @@ def test_a_failing_stage_is_logged_and_raises(tmp_path, clock):
         run.stage("prepare", False, boom, console())
     assert log_rows(tmp_path) == [["stage 1/7", "prepare", "start", "-"], ["stage 1/7", "prepare", "failed", "7.0"]]
     assert not (tmp_path / "run.json").exists()  # run.json records finished stages only, as before
+
+
+@pytest.mark.parametrize("split", ["test", "dev"])
+def test_best_of_n_and_beam_search_run_on_the_split_the_policies_are_evaluated_on(monkeypatch, split):
+    """Tuning with ``eval.split=dev`` must not read test: best-of-N and beam search follow ``eval.split`` (they once
+    stayed on test), and the split joins their stage records only when it is not test."""
+    from posttrainlab.quickstart import RunLayout, place
+    from posttrainlab.quickstart.plan import Run, plan
+    from posttrainlab.runners import beam_search, best_of_n
+
+    seen = {}
+    monkeypatch.setattr(best_of_n, "run", lambda *a, **k: seen.setdefault("best-of-n", a[4].split))
+    monkeypatch.setattr(beam_search, "run", lambda *a, **k: seen.setdefault("beam-search", a[4].split))
+    cfg = QuickstartConfig()
+    cfg.eval.split = split
+    place(cfg, RunLayout(Path("OUT")))
+    chosen = {s.name: s for s in plan(Run(cfg, RunLayout(Path("OUT")))) if s.name in ("best-of-n", "beam-search")}
+    for stage in chosen.values():
+        stage.run()
+        assert ("split" in stage.settings) == (split != "test")
+    assert seen == {"best-of-n": split, "beam-search": split}

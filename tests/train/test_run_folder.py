@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
 from cli_capture import cli
 from posttrainlab.errors import BadInput
@@ -17,6 +18,7 @@ from posttrainlab.train.common import load_records
 from posttrainlab.train.recipes import DatasetConfig
 
 ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_LR = yaml.safe_load((ROOT / "configs/arith/sft.yaml").read_text())["optim"]["learning_rate"]
 
 
 def sft(capsys, tiny_model, arith_dir, out, *extra: str, flags: tuple[str, ...] = ()):
@@ -126,7 +128,7 @@ def test_resume_with_another_recipe_is_refused_listing_the_changes(capsys, tiny_
     code, _, err = sft(capsys, tiny_model, arith_dir, run, "optim.learning_rate=0.5", "max_length=256")
     assert code == 2, err
     line = err.strip()
-    assert "\n" not in line and "optim.learning_rate 0.001 -> 0.5" in line and "max_length 512 -> 256" in line
+    assert "\n" not in line and f"optim.learning_rate {DEFAULT_LR} -> 0.5" in line and "max_length 512 -> 256" in line
     assert "--resume" in line and "--overwrite" in line
     assert snapshot(run) == before
 
@@ -135,7 +137,7 @@ def test_resume_flag_continues_with_the_new_recipe(capsys, tiny_model, arith_dir
     code, out, err = sft(capsys, tiny_model, arith_dir, run, "optim.learning_rate=0.5", "optim.max_steps=3",
                          flags=("--resume",))  # fmt: skip
     assert code == 0, err
-    assert "sft: resuming" in out and "optim.learning_rate 0.001 -> 0.5" in out
+    assert "sft: resuming" in out and f"optim.learning_rate {DEFAULT_LR} -> 0.5" in out
     assert summary(run)["resumed_from"] == str(run / "checkpoint-2") and summary(run)["global_step"] == 3
     assert "learning_rate: 0.5" in (run / "recipe.yaml").read_text()
 

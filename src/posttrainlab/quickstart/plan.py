@@ -163,9 +163,13 @@ def _methods(r: Run) -> list[Stage]:
 
 
 def _process(r: Run) -> list[Stage]:
-    """arith-prm from the SFT policy → step PRM (from the SFT model) → PRM eval (held out) → best-of-N (test) →
-    beam search on the same problems at about best-of-N's token budget (B x M = N)."""
+    """arith-prm from the SFT policy → step PRM (from the SFT model) → PRM eval (held out) → best-of-N (on
+    ``eval.split``, like the policies) → beam search on the same problems at about best-of-N's token budget (B x M =
+    N)."""
     p, L = r.cfg.process, r.layout
+    split = r.cfg.eval.split
+    # the split joins the records only when it is not test, so runs recorded before it was followed stay current
+    on_split = {} if split == "test" else {"split": split}
     if not p.enabled:
         return []
     from posttrainlab.label.arith_prm import build
@@ -204,8 +208,8 @@ def _process(r: Run) -> list[Stage]:
         ),
         Stage(
             "best-of-n",
-            lambda: best_of_n.run(policy, L.prm, L.data, L.best_of_n, p.best_of_n()),
-            {"n": p.bon_n, "limit": p.bon_limit, "temperature": p.bon_temperature},
+            lambda: best_of_n.run(policy, L.prm, L.data, L.best_of_n, replace(p.best_of_n(), split=split)),
+            {"n": p.bon_n, "limit": p.bon_limit, "temperature": p.bon_temperature} | on_split,
             marker=L.best_of_n / BON,
             after=("prepare", "sft", "prm"),
             folder=L.best_of_n,
@@ -215,8 +219,10 @@ def _process(r: Run) -> list[Stage]:
         stages.append(
             Stage(
                 "beam-search",
-                lambda: beam_search.run(policy, L.prm, L.data, L.beam_search, p.beam_search(), best_of_n=L.best_of_n),
-                {"beam": recorded(p.beam, BEAM_RECORDED), "limit": p.bon_limit},
+                lambda: beam_search.run(
+                    policy, L.prm, L.data, L.beam_search, replace(p.beam_search(), split=split), best_of_n=L.best_of_n
+                ),
+                {"beam": recorded(p.beam, BEAM_RECORDED), "limit": p.bon_limit} | on_split,
                 marker=L.beam_search / BEAM,
                 after=("prepare", "sft", "prm", "best-of-n"),
                 folder=L.beam_search,

@@ -151,6 +151,7 @@ class Gallery:
     problems: list[Shown]
     counts: dict[str, int]  # kind -> problems of that kind in the run
     beam: str = ""  # why no beam-search pick is shown ("" when it is)
+    split: str = "test"  # the arith-v1 split the problems come from (bon.json's)
 
 
 def lines_of(question: str, response: str, scores: Sequence[float]) -> list[Line]:
@@ -253,7 +254,7 @@ def _load(run: RunFolder, kinds: Sequence[Kind]) -> Gallery:
         question = str(q.get("prompt", "")).strip().rsplit("\n\n", 1)[-1]
         shown.append(Shown(kind, case.id, case.category, question, q.get("answer"), sols, votes))
     counts = {k.name: sum(kind_of(c) == k.name for c in cases) for k in kinds}
-    return Gallery(n, aggregation, shown, counts, beam_note)
+    return Gallery(n, aggregation, shown, counts, beam_note, str(run.bon.get("split") or "test"))
 
 
 __all__ = ["KINDS", "Case", "Gallery", "Kind", "Line", "Shown", "Solution", "choose", "kind_of", "lines_of",

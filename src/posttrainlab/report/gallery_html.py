@@ -129,8 +129,9 @@ def _problem_html(i: int, problem: Shown, g: Gallery) -> str:
 def _intro(g: Gallery) -> str:
     counts = "; ".join(f"{k.title} {g.counts.get(k.name, 0)}" for k in KINDS)
     beam = f" ({g.beam})" if g.beam else ""
+    split = g.split.capitalize()
     return (
-        f"Test problems of the best-of-N run, with their N = {g.n} samples (identical ones shown once, with their "
+        f"{split} problems of the best-of-N run, with their N = {g.n} samples (identical ones shown once, with their "
         f"count). Marked: the majority answer, the PRM's pick (highest {g.aggregation} step score) and beam "
         f"search's answer{beam}. Of all {sum(g.counts.values())} problems: {counts}. Shown: the first problems of "
         "each kind, preferring those with both right and wrong samples and a category not shown yet. Each line is "

@@ -164,7 +164,7 @@ def _methods(r: Run) -> list[Stage]:
 
 def _process(r: Run) -> list[Stage]:
     """arith-prm from the SFT policy → step PRM (from the SFT model) → PRM eval (held out) → best-of-N (on
-    ``eval.split``, like the policies) → beam search on the same problems at about best-of-N's token budget (B x M =
+    the eval split, like the policies) → beam search on the same problems at about best-of-N's token budget (B x M =
     N)."""
     p, L = r.cfg.process, r.layout
     split = r.cfg.eval.split

@@ -10,15 +10,15 @@ import shutil
 from pathlib import Path
 
 import pytest
-import yaml
 
 from cli_capture import cli
+from posttrainlab.config import load_config
 from posttrainlab.errors import BadInput
 from posttrainlab.train.common import load_records
-from posttrainlab.train.recipes import DatasetConfig
+from posttrainlab.train.recipes import DatasetConfig, SFTRecipe
 
 ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_LR = yaml.safe_load((ROOT / "configs/arith/sft.yaml").read_text())["optim"]["learning_rate"]
+DEFAULT_LR = load_config(SFTRecipe, "configs/arith/sft.yaml").optim.learning_rate
 
 
 def sft(capsys, tiny_model, arith_dir, out, *extra: str, flags: tuple[str, ...] = ()):

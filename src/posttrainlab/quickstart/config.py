@@ -110,14 +110,14 @@ class ProcessSettings:
         return ArithPRMBuild(k=self.k, limit=self.limit, temperature=self.temperature, reference_splits=self.references,
                              reference_limit=self.reference_limit)  # fmt: skip
 
-    def best_of_n(self) -> BestOfNSettings:
-        """The best-of-N stage's settings."""
-        return BestOfNSettings(n=self.bon_n, limit=self.bon_limit, temperature=self.bon_temperature)
+    def best_of_n(self, split: str | None = None) -> BestOfNSettings:
+        """The best-of-N stage's settings, on arith-v1 split ``split`` (the policies' eval split)."""
+        return BestOfNSettings(n=self.bon_n, limit=self.bon_limit, temperature=self.bon_temperature, split=split)
 
-    def beam_search(self) -> BeamSettings:
-        """The beam-search stage's settings: ``beam``'s, on the best-of-N problems (``bon_limit``)."""
+    def beam_search(self, split: str | None = None) -> BeamSettings:
+        """The beam-search stage's settings: ``beam``'s, on the best-of-N problems (``bon_limit``, ``split``)."""
         return BeamSettings(**{f.name: getattr(self.beam, f.name) for f in fields(BeamSettings)} | {
-            "limit": self.bon_limit})  # fmt: skip
+            "limit": self.bon_limit, "split": split})  # fmt: skip
 
 
 @dataclass

@@ -167,11 +167,11 @@ def _process(r: Run) -> list[Stage]:
     the eval split, like the policies) → beam search on the same problems at about best-of-N's token budget (B x M =
     N)."""
     p, L = r.cfg.process, r.layout
+    if not p.enabled:
+        return []
     split = r.cfg.eval.split
     # the split joins the records only when it is not test, so runs recorded before it was followed stay current
     on_split = {} if split == "test" else {"split": split}
-    if not p.enabled:
-        return []
     from posttrainlab.label.arith_prm import build
     from posttrainlab.runners import beam_search, best_of_n, prm_eval
     from posttrainlab.train.prm import train_prm
@@ -208,7 +208,7 @@ def _process(r: Run) -> list[Stage]:
         ),
         Stage(
             "best-of-n",
-            lambda: best_of_n.run(policy, L.prm, L.data, L.best_of_n, replace(p.best_of_n(), split=split)),
+            lambda: best_of_n.run(policy, L.prm, L.data, L.best_of_n, p.best_of_n(split)),
             {"n": p.bon_n, "limit": p.bon_limit, "temperature": p.bon_temperature} | on_split,
             marker=L.best_of_n / BON,
             after=("prepare", "sft", "prm"),
@@ -220,7 +220,7 @@ def _process(r: Run) -> list[Stage]:
             Stage(
                 "beam-search",
                 lambda: beam_search.run(
-                    policy, L.prm, L.data, L.beam_search, replace(p.beam_search(), split=split), best_of_n=L.best_of_n
+                    policy, L.prm, L.data, L.beam_search, p.beam_search(split), best_of_n=L.best_of_n
                 ),
                 {"beam": recorded(p.beam, BEAM_RECORDED), "limit": p.bon_limit} | on_split,
                 marker=L.beam_search / BEAM,

@@ -164,3 +164,27 @@ def test_best_of_n_and_beam_search_run_on_the_split_the_policies_are_evaluated_o
         stage.run()
         assert ("split" in stage.settings) == (split != "test")
     assert seen == {"best-of-n": split, "beam-search": split}
+
+
+def test_a_recipe_field_added_later_joins_the_stage_record_only_when_set():
+    """``dpo.sft_weight`` (RPO) came after run folders recorded their dpo stages: at its default (0, DPO alone) the
+    record is the one made before it existed, so those folders stay current; set, it is recorded (and changes the
+    stage's hash)."""
+    from dataclasses import asdict
+
+    from posttrainlab.quickstart import RunLayout, place
+    from posttrainlab.quickstart.plan import Run, plan
+    from posttrainlab.quickstart.record import _plain
+
+    def dpo_record(cfg: QuickstartConfig) -> dict:
+        place(cfg, RunLayout(Path("OUT")))
+        stage = next(s for s in plan(Run(cfg, RunLayout(Path("OUT")))) if s.name == "dpo")
+        return _plain(stage.settings, "OUT")
+
+    cfg = QuickstartConfig()
+    place(cfg, RunLayout(Path("OUT")))
+    before = {k: v for k, v in _plain(asdict(cfg.dpo), "OUT").items() if k != "sft_weight"}
+    assert dpo_record(QuickstartConfig()) == before
+    rpo = QuickstartConfig()
+    rpo.dpo.sft_weight = 1.0
+    assert dpo_record(rpo) == before | {"sft_weight": 1.0}

@@ -150,3 +150,30 @@ def test_bad_values_are_refused_before_any_model_loads(capsys, arith_dir, tmp_pa
     assert code == 2, err
     assert len(err.strip().splitlines()) == 1 and message in err
     assert not out.exists()
+
+
+def test_sft_weight_adds_the_chosen_answers_nll_to_the_dpo_loss(arith_dir, tiny_model, tmp_path):
+    """RPO: the loss is DPO + sft_weight x NLL(chosen); on one batch it grows linearly in the weight, by a positive
+    term (an NLL), and weight 0 is DPO alone (one loss type, as before the field existed)."""
+    import torch
+
+    losses = {}
+    for weight in (0, 1, 2):
+        trainer, _ = dpo.build_trainer(recipe(tiny_model, arith_dir, tmp_path / f"w{weight}", f"sft_weight={weight}"))
+        assert trainer.args.loss_type == (["sigmoid", "sft"] if weight else ["sigmoid"])
+        assert trainer.args.loss_weights == ([1.0, float(weight)] if weight else None)
+        trainer.model.eval()
+        with torch.no_grad():
+            batch = next(iter(trainer.get_train_dataloader()))
+            losses[weight] = float(trainer.compute_loss(trainer.model, batch))
+    nll = losses[1] - losses[0]
+    assert nll > 0.1
+    assert losses[2] - losses[0] == pytest.approx(2 * nll, rel=1e-4)
+
+
+def test_a_negative_sft_weight_is_refused(capsys, arith_dir, tiny_model, tmp_path):
+    out = tmp_path / "dpo"
+    code, _, err = cli(capsys, "train", "dpo", "--config", str(CONFIG),
+                       *recipe_args(tiny_model, arith_dir, out, "sft_weight=-1"))  # fmt: skip
+    assert code == 2 and "sft_weight=-1" in err and "must be 0" in err
+    assert not out.exists()

@@ -97,6 +97,18 @@ EVAL_RECORDED = ("split", "limit", "batch_size", "max_new_tokens", "preference_s
 BEAM_RECORDED = ("enabled", "beams", "proposals", "max_steps", "temperature", "aggregation")
 
 
+#: recipe fields added after run folders were recorded with their recipe: each is recorded only when it is set (not
+#: its default, which does what those runs did), so a run folder recorded before it stays current
+RECIPE_ADDED = ("sft_weight",)
+
+
+def recipe_record(recipe: Any) -> dict[str, Any]:
+    """A method's recipe as its stage records it: every field, less ``RECIPE_ADDED`` ones at their default."""
+    default = type(recipe)()
+    return {f.name: getattr(recipe, f.name) for f in fields(recipe)
+            if f.name not in RECIPE_ADDED or getattr(recipe, f.name) != getattr(default, f.name)}  # fmt: skip
+
+
 def recorded(settings: Any, keys: tuple[str, ...]) -> dict[str, Any]:
     """``keys`` of a settings dataclass, and every other field whose value is not its default (``EVAL_RECORDED``)."""
     default = type(settings)()
@@ -146,7 +158,7 @@ def _methods(r: Run) -> list[Stage]:
             name, recipe = seed_name(method, k), method_recipe(r.cfg, method, k)
             folder = r.layout.model(name)
             # where the base lives (a cache, an import) is not a setting: the base's own stage says what it is
-            settings = replace(recipe, model="BASE") if method == "sft" and base_stage(r.cfg) else recipe
+            settings = recipe_record(replace(recipe, model="BASE") if method == "sft" and base_stage(r.cfg) else recipe)
             stages.append(
                 Stage(
                     name,

@@ -52,6 +52,8 @@ def config_class():
 def dpo_kwargs(recipe: DPORecipe) -> dict:
     """``trl.DPOConfig``'s keyword arguments for ``recipe``; a bad ``trainer_args`` key is refused here."""
     own = {"beta": recipe.beta, "loss_type": [recipe.loss_type], "max_length": recipe.max_length}
+    if recipe.sft_weight > 0:  # RPO: DPO + sft_weight x the chosen answer's NLL (TRL combines listed losses)
+        own |= {"loss_type": [recipe.loss_type, "sft"], "loss_weights": [1.0, recipe.sft_weight]}
     return trainer_kwargs(config_class(), recipe, own)
 
 

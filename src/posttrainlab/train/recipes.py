@@ -179,17 +179,23 @@ class DPORecipe:
     lora: LoraSwitch = field(default_factory=LoraSwitch)
     beta: float = 0.1
     loss_type: str = "sigmoid"
+    # RPO (Pang et al. 2024, "Iterative Reasoning Preference Optimization"): the chosen answer's mean token NLL
+    # added to the DPO loss with this weight (TRL's loss_type [loss_type, "sft"]); 0: DPO alone
+    sft_weight: float = 0.0
     max_length: int = 512
     trust_remote_code: bool = False
     trainer_args: dict[str, Any] = field(default_factory=dict)  # trl.DPOConfig fields, as they are
 
     def check(self) -> None:
-        """``check_run_settings``, ``beta > 0`` and the pair settings (``label.policy_pairs.check_preference``)."""
+        """``check_run_settings``, ``beta > 0``, ``sft_weight >= 0`` and the pair settings
+        (``label.policy_pairs.check_preference``)."""
         from posttrainlab.label.policy_pairs import check_preference
 
         check_run_settings(self)
         if not self.beta > 0:
             raise BadInput(f"beta={self.beta}: must be greater than 0")
+        if not self.sft_weight >= 0:
+            raise BadInput(f"sft_weight={self.sft_weight}: must be 0 (DPO alone) or more (RPO: DPO + NLL of chosen)")
         check_preference(self.preference)
 
 

@@ -83,7 +83,7 @@ def test_without_from_the_quickstarts_own_stages_make_the_policy(tmp_path):
     assert names[:4] == ["prepare", "pretrain", "sft", "solutions"] and len(names) == 32  # docs/label-sources.md
     assert names[-2:] == ["eval-baseline", "report"] and "eval-sft" not in names
     sft = stages[2]
-    assert sft.settings.model == "BASE" and sft.settings.dataset.split == "sft_train_3k"  # the default preset's SFT
+    assert sft.settings["model"] == "BASE" and sft.settings["dataset"].split == "sft_train_3k"  # the default SFT
     assert r.cfg.methods == [] and not r.cfg.process.enabled
     prm = next(s for s in stages if s.name == "prm-mc-soft-16")
     assert prm.after == ("label-mc-16", "sft") and prm.settings["recipe"]["supervision"] == "soft"

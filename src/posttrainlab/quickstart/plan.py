@@ -104,9 +104,7 @@ RECIPE_ADDED = ("sft_weight",)
 
 def recipe_record(recipe: Any) -> dict[str, Any]:
     """A method's recipe as its stage records it: every field, less ``RECIPE_ADDED`` ones at their default."""
-    default = type(recipe)()
-    return {f.name: getattr(recipe, f.name) for f in fields(recipe)
-            if f.name not in RECIPE_ADDED or getattr(recipe, f.name) != getattr(default, f.name)}  # fmt: skip
+    return recorded(recipe, tuple(f.name for f in fields(recipe) if f.name not in RECIPE_ADDED))
 
 
 def recorded(settings: Any, keys: tuple[str, ...]) -> dict[str, Any]:

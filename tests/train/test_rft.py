@@ -16,7 +16,7 @@ from posttrainlab.errors import BadInput
 from posttrainlab.grading.arith import ArithGrader
 from posttrainlab.train.common import load_records
 from posttrainlab.train.recipes import RejectionConfig, RFTRecipe
-from posttrainlab.train.rft import SAMPLES, accept, mixed_rows, rejection_rows, sft_share
+from posttrainlab.train.rft import SAMPLES, accept, frontier, mixed_rows, rejection_rows, sft_share
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "configs/arith/rft.yaml"
@@ -55,8 +55,26 @@ def test_each_filter_keeps_exactly_the_samples_it_should():
     assert kept_indices(RejectionConfig(filter="answer", per_prompt=2)) == [0, 2]
     assert kept_indices(RejectionConfig(filter="process", per_prompt=1)) == [0]
     row = accept(RECORD, graded(RECORD, SAMPLED), RejectionConfig(), None)[0]
+    # pass_rate: samples 0, 1, 2, 3 and 6 of the eight have the right answer
     assert row == {"id": "p0-0", "source_id": "p0", "category": "multi_step", "prompt": RECORD["prompt"],
-                   "response": SAMPLED[0]}  # fmt: skip
+                   "response": SAMPLED[0], "pass_rate": 5 / 8}  # fmt: skip
+
+
+def test_max_pass_rate_keeps_the_prompts_the_policy_does_not_always_solve():
+    always = {"id": "p1", "category": "addition", "prompt": "What is 2 + 3?", "answer": 5}
+    records = [RECORD, always]
+    samples = [graded(RECORD, SAMPLED), graded(always, ["2 + 3 = 5\nAnswer: 5"] * 8)]
+    rows, _ = rejection_rows(records, samples, RejectionConfig(filter="answer"))
+    assert [(r["source_id"], r["pass_rate"]) for r in rows] == [("p0", 5 / 8)] * 4 + [("p1", 1.0)]
+    assert frontier(rows, 1.0) == rows
+    assert [r["id"] for r in frontier(rows, 0.875)] == ["p0-0", "p0-2", "p0-3", "p0-6"]
+    assert frontier(rows, 0.5) == []
+    assert all("pass_rate" not in r for r in mixed_rows(rows, [], 0.0, seed=0))  # not a training column
+    with pytest.raises(BadInput, match="carry no pass rate"):
+        frontier([{"id": "old"}], 0.875)
+    for bad in ("0", "1.5"):
+        with pytest.raises(BadInput, match="max_pass_rate"):
+            load_config(RFTRecipe, CONFIG, [f"max_pass_rate={bad}"])
 
 
 def test_rejection_counts_and_process_needs_arith_problems():

@@ -99,7 +99,7 @@ BEAM_RECORDED = ("enabled", "beams", "proposals", "max_steps", "temperature", "a
 
 #: recipe fields added after run folders were recorded with their recipe: each is recorded only when it is set (not
 #: its default, which does what those runs did), so a run folder recorded before it stays current
-RECIPE_ADDED = ("sft_weight",)
+RECIPE_ADDED = ("sft_weight", "max_pass_rate")
 
 
 def recipe_record(recipe: Any) -> dict[str, Any]:

@@ -323,6 +323,7 @@ class RFTRecipe:
     dataset: DatasetConfig = field(default_factory=lambda: DatasetConfig(split="rl_train"))  # the prompts sampled
     sft_data: DatasetConfig = field(default_factory=lambda: DatasetConfig(split="sft_train_3k"))  # mixed back in
     sft_ratio: float = 1.0  # SFT rows per accepted sample, drawn at random (optim.seed) from sft_data; 0: none
+    max_pass_rate: float = 1.0  # keep prompts whose share of right samples is at most this (1: all; see train.rft)
     rejection: RejectionConfig = field(default_factory=RejectionConfig)
     rounds: int = 1  # round r > 1 samples and trains the model of round r - 1 (output_dir/round-<r>)
     optim: OptimConfig = field(default_factory=lambda: OptimConfig(learning_rate=1e-4, batch_size=16))
@@ -339,6 +340,8 @@ class RFTRecipe:
         at_least("rounds", self.rounds, 1)
         if not self.sft_ratio >= 0:
             raise BadInput(f"sft_ratio={self.sft_ratio}: must be >= 0")
+        if not 0 < self.max_pass_rate <= 1:
+            raise BadInput(f"max_pass_rate={self.max_pass_rate}: must be in (0, 1] (1 keeps every prompt)")
 
 
 RECIPES = {"sft": SFTRecipe, "dpo": DPORecipe, "grpo": GRPORecipe, "rft": RFTRecipe}

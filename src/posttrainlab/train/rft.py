@@ -13,8 +13,12 @@ expert iteration when repeated, Anthony et al. 2017):
    reference program's, in its order, with the right result, and the answer line is right). A correct answer reached
    through a wrong step (``352 - 6 = 288`` on an ``11 * 10 - 6`` problem) passes ``answer`` and fails ``process``;
    no other library can check steps exactly;
-3. per prompt, each distinct accepted response (exact text) once, in sample order, at most ``per_prompt``; they are
-   written to ``OUT/rft_samples.jsonl`` with their counts in ``OUT/rft_samples.json`` and reused by a resumed run;
+3. per prompt, each distinct accepted response (exact text) once, in sample order, at most ``per_prompt``, with
+   the prompt's ``pass_rate`` (the share of its k samples whose answer is right); they are written to
+   ``OUT/rft_samples.jsonl`` with their counts in ``OUT/rft_samples.json`` and reused by a resumed run;
+   ``max_pass_rate`` < 1 then keeps only the prompts whose pass rate is at most it (``frontier``): 0.875 with k 8
+   drops the prompts the policy solved every time, so the steps go to the problems it still gets wrong (the
+   "SFT continued" control spends them on its SFT data, most of which the policy already solves);
 4. ``round(sft_ratio x accepted)`` rows of ``sft_data`` (the original SFT data; drawn at random with ``optim.seed``,
    at most all of them) are mixed back in, and the model is fine-tuned on the mix as ``train.sft`` does (loss on the
    completion only), with the recipe's ``optim``.
@@ -96,8 +100,24 @@ def accept(record: dict, samples: list[dict], cfg: RejectionConfig, problem=None
             continue
         seen.add(s["response"])
         kept.append({"id": f"{record['id']}-{i}", "source_id": record["id"], "category": record.get("category"),
-                     "prompt": record["prompt"], "response": s["response"]})  # fmt: skip
+                     "prompt": record["prompt"], "response": s["response"],
+                     "pass_rate": sum(x["correct"] for x in samples) / len(samples)})  # fmt: skip
     return kept
+
+
+def frontier(rows: list[dict], max_pass_rate: float) -> list[dict]:
+    """The kept ``rows`` of prompts whose pass rate is at most ``max_pass_rate`` (all of them at 1); ``BadInput`` when
+    ``rows`` were kept by a version that did not record pass rates (``--overwrite`` samples again).
+
+    >>> [r["id"] for r in frontier([{"id": "a", "pass_rate": 1.0}, {"id": "b", "pass_rate": 0.5}], 0.875)]
+    ['b']
+    """
+    if max_pass_rate >= 1:
+        return rows
+    if any("pass_rate" not in r for r in rows):
+        raise BadInput(f"max_pass_rate={max_pass_rate}: the kept samples in {SAMPLES}.jsonl carry no pass rate (kept "
+                       "by an older version); run again with --overwrite to sample them again")  # fmt: skip
+    return [r for r in rows if r["pass_rate"] <= max_pass_rate]
 
 
 def rejection_rows(records: list[dict], graded: list[list[dict]], cfg: RejectionConfig) -> tuple[list[dict], dict]:
@@ -145,7 +165,7 @@ def mixed_rows(kept: list[dict], sft_records: list[dict], ratio: float, seed: in
     by ``random.Random(seed)`` (each ``{"prompt", "response"}``, ``source: sft``)."""
     n = sft_share(len(kept), ratio, len(sft_records))
     drawn = random.Random(seed).sample(range(len(sft_records)), n)
-    mixed = [{**row, "source": "policy"} for row in kept]
+    mixed = [{**{k: v for k, v in row.items() if k != "pass_rate"}, "source": "policy"} for row in kept]
     for i in drawn:
         r = sft_records[i]
         mixed.append({"id": r.get("id"), "category": r.get("category"), "prompt": r["prompt"],
@@ -165,12 +185,18 @@ def _train_round(recipe: RFTRecipe, start: Start, backend, recorded: RFTRecipe) 
         problems_of(records)  # before any model loads
     samples = Kept(SAMPLES, lambda rs, g: rejection_rows(rs, g, recipe.rejection))
     kept, counts = run_rows(recipe, start, recipe.rejection, samples, records, backend, recorded)
+    kept = frontier(kept, recipe.max_pass_rate)
     if not kept:
         raise BadInput(
             f"rft: no sample kept from {counts['prompts']} prompts x {recipe.rejection.k} ({counts['correct']} "
-            f"correct, {counts['exact']} with every step right; filter={recipe.rejection.filter}); try a larger "
-            "rejection.k, a higher temperature or filter=answer"
+            f"correct, {counts['exact']} with every step right; filter={recipe.rejection.filter}, max_pass_rate="
+            f"{recipe.max_pass_rate}); try a larger rejection.k, a higher temperature, filter=answer or a higher "
+            "max_pass_rate"
         )
+    if recipe.max_pass_rate < 1:
+        prompts = len({r["source_id"] for r in kept})
+        print(f"rft: {len(kept)} samples of {prompts} prompts solved at most {recipe.max_pass_rate:.0%} of the time",
+              flush=True)  # fmt: skip
     rows = mixed_rows(kept, sft_records, recipe.sft_ratio, recipe.optim.seed)
     print(f"rft: fine-tuning on {len(kept)} accepted samples + {len(rows) - len(kept)} rows of "
           f"{recipe.sft_data.split}", flush=True)  # fmt: skip
@@ -223,4 +249,4 @@ def train_rft(recipe: RFTRecipe, existing: str = "check", backend=None) -> Path:
     return _train_round(round_recipe(recipe, recipe.rounds, model), start, backend, recipe)
 
 
-__all__ = ["accept", "mixed_rows", "rejection_rows", "round_recipe", "sft_share", "train_rft"]
+__all__ = ["accept", "frontier", "mixed_rows", "rejection_rows", "round_recipe", "sft_share", "train_rft"]

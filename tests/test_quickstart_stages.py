@@ -188,3 +188,27 @@ def test_a_recipe_field_added_later_joins_the_stage_record_only_when_set():
     rpo = QuickstartConfig()
     rpo.dpo.sft_weight = 1.0
     assert dpo_record(rpo) == before | {"sft_weight": 1.0}
+
+
+def test_arith_prm_train_prompts_reach_the_build_and_join_its_record_only_when_set(monkeypatch):
+    """``process.train_prompts`` (more RL prompts for the PRM's data) came after run folders recorded their arith-prm
+    stage: at its default the record is the old one; set, the build samples those splits and the record says so."""
+    from posttrainlab.label import arith_prm
+    from posttrainlab.quickstart import RunLayout, place
+    from posttrainlab.quickstart.plan import Run, plan
+
+    built = {}
+    monkeypatch.setattr(arith_prm, "build", lambda policy, data, out, settings, **_: built.setdefault("s", settings))
+
+    def stage(cfg: QuickstartConfig):
+        place(cfg, RunLayout(Path("OUT")))
+        return next(s for s in plan(Run(cfg, RunLayout(Path("OUT")))) if s.name == "arith-prm")
+
+    old = stage(QuickstartConfig())
+    assert set(old.settings) == {"k", "limit", "temperature", "references", "reference_limit"}
+    more = QuickstartConfig()
+    more.process.train_prompts = ["rl_train_1500", "rl_extra"]
+    chosen = stage(more)
+    assert chosen.settings == old.settings | {"train_prompts": ["rl_train_1500", "rl_extra"]}
+    chosen.run()
+    assert built["s"].train_prompts == ("rl_train_1500", "rl_extra")

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from posttrainlab.config import SHIPPED
+from posttrainlab.data.arith.prm_data import TRAIN_PROMPTS
 from posttrainlab.data.arith.prm_labels import ArithPRMOptions
 from posttrainlab.runners.settings import BeamSettings, BestOfNSettings, PolicyEvalSettings
 from posttrainlab.train.pretrain import PretrainConfig
@@ -84,6 +85,9 @@ class ProcessSettings:
     k: int = 4  # arith-prm: samples per prompt
     limit: int | None = 250  # arith-prm: records per arith-v1 split read (train: rl_train; held out: dev, validation)
     temperature: float = 1.0  # arith-prm sampling (errors are the point)
+    # arith-v1 prompt splits sampled for arith-prm's train split (more prompts: more exact-labelled policy errors; on
+    # the stable base recipe [rl_train_1500, rl_extra], docs/prm-eval.md)
+    train_prompts: list[str] = field(default_factory=lambda: list(TRAIN_PROMPTS))
     # arith-v1 splits whose reference solutions, and one corruption of each, join arith-prm's train split
     # (free exact labels beside the policy samples; e.g. [sft_train_3k]); reference_limit: first N records of each
     references: list[str] = field(default_factory=list)
@@ -108,7 +112,7 @@ class ProcessSettings:
         from posttrainlab.label.arith_prm import ArithPRMBuild
 
         return ArithPRMBuild(k=self.k, limit=self.limit, temperature=self.temperature, reference_splits=self.references,
-                             reference_limit=self.reference_limit)  # fmt: skip
+                             reference_limit=self.reference_limit, train_prompts=tuple(self.train_prompts))  # fmt: skip
 
     def best_of_n(self, split: str | None = None) -> BestOfNSettings:
         """The best-of-N stage's settings, on arith-v1 split ``split`` (the policies' eval split)."""

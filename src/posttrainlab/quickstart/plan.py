@@ -190,6 +190,8 @@ def _process(r: Run) -> list[Stage]:
     labelled = {k: getattr(p, k) for k in ("k", "limit", "temperature", "references", "reference_limit")}
     if p.labelling != type(p.labelling)():  # only when set, so runs recorded before the option stay current
         labelled["labelling"] = p.labelling
+    if p.train_prompts != type(p)().train_prompts:  # the same
+        labelled["train_prompts"] = p.train_prompts
     stages = [
         Stage(
             "arith-prm",

@@ -26,7 +26,7 @@ def flat(config, prefix: str = "") -> dict:
 
 def test_the_presets_are_the_shipped_yaml_files():
     assert PRESET_DIR == SHIPPED / "quickstart"
-    assert preset_names() == ["default", "effects", "smoke", "smollm2"]
+    assert preset_names() == ["default", "effects", "smoke", "smollm2", "stable"]
     assert [quickstart_config(name).preset for name in preset_names()] == preset_names()
 
 
@@ -63,6 +63,23 @@ def test_the_presets_sft_differs_from_configs_arith_sft_only_where_their_yaml_sa
         assert "configs/arith/sft.yaml" in epochs, name
 
 
+def test_the_stable_preset_is_the_measured_pair_and_otherwise_the_default_process():
+    """issue #22 item 0: the base at lr 5e-4 with 10% warm-up and the 4-epoch SFT at 5e-4 (stable over base seeds on
+    dev), the default preset's process supervision but for the PRM data's prompts, and rft beside its control."""
+    stable, default = quickstart_config("stable"), quickstart_config("default")
+    base = flat(asdict(stable.base))
+    assert {k for k, v in flat(asdict(PretrainConfig())).items() if base[k] != v} == {
+        "train.learning_rate", "train.warmup_ratio"}  # fmt: skip
+    assert (stable.base.train.learning_rate, stable.base.train.warmup_ratio) == (5e-4, 0.1)
+    sft = stable.sft
+    assert (sft.optim.epochs, sft.optim.learning_rate, sft.dataset.split) == (4, 5e-4, "sft_train_3k")
+    assert stable.methods == ["rft", "sft-continued"] and stable.rft.rejection.filter == "process"
+    assert stable.process.train_prompts == ["rl_train_1500"] and default.process.train_prompts == ["rl_train"]
+    mine, theirs = flat(asdict(stable.process)), flat(asdict(default.process))
+    assert {k for k in mine if mine[k] != theirs[k]} - PLACED == {"train_prompts"}
+    assert (stable.eval.samples, stable.eval.split) == (8, "test")
+
+
 def test_smoke_and_smollm2_keep_their_sizes():
     smoke, real = quickstart_config("smoke"), quickstart_config("smollm2")
     assert (smoke.base.model.num_hidden_layers, smoke.base.model.seed, smoke.base.corpus.size) == (2, 0, 4000)
@@ -83,5 +100,5 @@ def test_a_preset_file_of_ones_own(tmp_path):
     assert asdict(cfg.sft) == asdict(quickstart_config("smoke").sft)
     with pytest.raises(BadInput, match="no such config file"):
         quickstart_config(str(tmp_path / "nope.yaml"))
-    with pytest.raises(BadInput, match="unknown preset 'huge': choose one of default, effects, smoke, smollm2"):
+    with pytest.raises(BadInput, match="unknown preset 'huge': choose one of default, effects, smoke, smollm2, stable"):
         quickstart_config("huge")

@@ -85,8 +85,8 @@ class ProcessSettings:
     k: int = 4  # arith-prm: samples per prompt
     limit: int | None = 250  # arith-prm: records per arith-v1 split read (train: rl_train; held out: dev, validation)
     temperature: float = 1.0  # arith-prm sampling (errors are the point)
-    # arith-v1 prompt splits sampled for arith-prm's train split (more prompts: more exact-labelled policy errors; on
-    # the stable base recipe [rl_train_1500, rl_extra], docs/prm-eval.md)
+    # arith-v1 prompt splits sampled for arith-prm's train split (more prompts: more exact-labelled policy errors;
+    # --preset stable samples [rl_train_1500], chosen on dev: docs/prm-eval.md "On the stable instrument")
     train_prompts: list[str] = field(default_factory=lambda: list(TRAIN_PROMPTS))
     # arith-v1 splits whose reference solutions, and one corruption of each, join arith-prm's train split
     # (free exact labels beside the policy samples; e.g. [sft_train_3k]); reference_limit: first N records of each

@@ -188,10 +188,8 @@ def _process(r: Run) -> list[Stage]:
 
     policy = L.model("sft")
     labelled = {k: getattr(p, k) for k in ("k", "limit", "temperature", "references", "reference_limit")}
-    if p.labelling != type(p.labelling)():  # only when set, so runs recorded before the option stay current
-        labelled["labelling"] = p.labelling
-    if p.train_prompts != type(p)().train_prompts:  # the same
-        labelled["train_prompts"] = p.train_prompts
+    default = type(p)()  # options added later join only when set, so runs recorded before them stay current
+    labelled |= {k: getattr(p, k) for k in ("labelling", "train_prompts") if getattr(p, k) != getattr(default, k)}
     stages = [
         Stage(
             "arith-prm",

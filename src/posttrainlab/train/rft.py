@@ -91,6 +91,7 @@ def accept(record: dict, samples: list[dict], cfg: RejectionConfig, problem=None
     """
     kept: list[dict] = []
     seen: set[str] = set()
+    pass_rate = sum(s["correct"] for s in samples) / len(samples)
     for i, s in enumerate(samples):
         if cfg.per_prompt is not None and len(kept) >= cfg.per_prompt:
             break
@@ -101,7 +102,7 @@ def accept(record: dict, samples: list[dict], cfg: RejectionConfig, problem=None
         seen.add(s["response"])
         kept.append({"id": f"{record['id']}-{i}", "source_id": record["id"], "category": record.get("category"),
                      "prompt": record["prompt"], "response": s["response"],
-                     "pass_rate": sum(x["correct"] for x in samples) / len(samples)})  # fmt: skip
+                     "pass_rate": pass_rate})  # fmt: skip
     return kept
 
 

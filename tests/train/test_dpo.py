@@ -177,3 +177,43 @@ def test_a_negative_sft_weight_is_refused(capsys, arith_dir, tiny_model, tmp_pat
                        *recipe_args(tiny_model, arith_dir, out, "sft_weight=-1"))  # fmt: skip
     assert code == 2 and "sft_weight=-1" in err and "must be 0" in err
     assert not out.exists()
+
+
+class FirstLineWrong:
+    """Two answers per arith-v1 prompt, both wrong at line 0: the reference with its first result off by one (the
+    wrong line has more after it), and a lone wrong ``Answer:`` line (the wrong line is the last)."""
+
+    name = "first-line-wrong"
+
+    def generate(self, prompts, *, n=1, **_):
+        from posttrainlab.data.arith.steps import parse_question, split_steps
+
+        out = []
+        for p in prompts:
+            problem = parse_question(p[0]["content"])
+            lines = split_steps(problem.solution)
+            left, _, result = lines[0].rpartition(" = ")
+            off = "\n".join([f"{left} = {int(result) + 1}", *lines[1:]])
+            out.append(([off, f"Answer: {problem.answer + 1}"] * n)[:n])
+        return out
+
+
+def test_step_pairs_train_on_the_wrong_line_alone(arith_dir, tiny_model, tmp_path):
+    """``preference.source=step``: the prompt holds the chat-templated question and the right lines, the completions
+    are one line each; a line followed by more ends without TRL's EOS, a last line keeps it."""
+    out = tmp_path / "dpo"
+    r = recipe(tiny_model, arith_dir, out, "preference.source=step", "preference.k=2", "preference.pairs_per_prompt=2")
+    dpo.train_dpo(r, backend=FirstLineWrong())
+    pairs = pairs_of(out)
+    assert len(pairs) == 8 and {p["step"] for p in pairs} == {0} and {p["prefix"] for p in pairs} == {""}
+    assert json.loads((out / "train_summary.json").read_text())["records"] == 8
+
+    trainer, _ = dpo.build_trainer(r, pairs)
+    tok, eos = trainer.processing_class, trainer.processing_class.eos_token
+    for pair, row in zip(pairs, trainer.train_dataset, strict=True):
+        question = tok.apply_chat_template(dpo.user(pair["prompt"]), tokenize=False, add_generation_prompt=True)
+        assert tok.decode(row["prompt_ids"]) == question
+        assert pair["chosen"].endswith("\n") and tok.decode(row["chosen_ids"]) == pair["chosen"]  # no EOS
+        last = not pair["rejected"].endswith("\n")
+        assert tok.decode(row["rejected_ids"]) == pair["rejected"] + (eos if last else "")
+    assert sum(not p["rejected"].endswith("\n") for p in pairs) == 4  # both kinds were checked

@@ -11,6 +11,10 @@ too, its outcome kept), and pairs formed by ``pair_answers``:
   solution) stands in for every chosen slot; with ``none`` the prompt gives no pair;
 - no incorrect answer: no pair (a synthetic reject would bring back the off-policy pair this replaces).
 
+``preference.source: step`` samples and grades the same way and pairs each wrong line with the reference's line
+after the sample's own right prefix (Step-DPO; ``label.step_pairs``): those rows also carry ``prefix``, ``step`` and
+``count``, and ``chosen_fallback`` does not apply.
+
 ``policy_pairs`` (and ``train.dpo``, through ``train.common.run_rows``) samples, pairs and writes them the
 way every training run keeps its policy samples (``train.policy_samples.sampled_rows``, with ``pair_rows``):
 ``preference_pairs.jsonl`` (one pair a line: ``id, source_id, category, prompt, chosen, rejected, chosen_source,
@@ -30,8 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from posttrainlab.errors import BadInput
+from posttrainlab.label.step_pairs import check_step_records, step_pair_counts, step_pairs
 
-SOURCES = ("synthetic", "policy")
+SOURCES = ("synthetic", "policy", "step")
 FALLBACKS = ("reference", "none")
 NAME = "preference_pairs"
 PAIRS = f"{NAME}.jsonl"
@@ -44,10 +49,12 @@ def check_preference(cfg) -> None:
 
     if cfg.source not in SOURCES:
         raise BadInput(f"preference.source={cfg.source!r}: choose one of {', '.join(SOURCES)}")
-    if cfg.source != "policy":
+    if cfg.source == "synthetic":
         return
-    if cfg.k < 2:
+    if cfg.source == "policy" and cfg.k < 2:
         raise BadInput(f"preference.k={cfg.k}: need at least 2 samples per prompt (a correct and an incorrect one)")
+    if cfg.k < 1:
+        raise BadInput(f"preference.k={cfg.k}: need at least 1 sample per prompt")
     if cfg.temperature <= 0:
         raise BadInput(f"preference.temperature={cfg.temperature}: must be > 0 (greedy gives k equal answers)")
     if cfg.pairs_per_prompt < 1:
@@ -115,7 +122,10 @@ def pairs_of(records: list[dict], graded: list[list[dict]], cfg) -> tuple[list[d
         sample_outcomes.update(outcomes)
         without_correct += "correct" not in outcomes
         without_incorrect += all(o == "correct" for o in outcomes)
-        mine = pair_answers(record, answers, outcomes, cfg.pairs_per_prompt, cfg.chosen_fallback)
+        if cfg.source == "step":
+            mine = step_pairs(record, answers, outcomes, cfg.pairs_per_prompt)
+        else:
+            mine = pair_answers(record, answers, outcomes, cfg.pairs_per_prompt, cfg.chosen_fallback)
         with_pairs += bool(mine)
         pairs += mine
     counts = {
@@ -129,7 +139,7 @@ def pairs_of(records: list[dict], graded: list[list[dict]], cfg) -> tuple[list[d
         "sample_outcomes": dict(sorted(sample_outcomes.items())),
         "rejected_outcomes": dict(sorted(Counter(p["rejected_outcome"] for p in pairs).items())),
     }
-    return pairs, counts
+    return pairs, counts | (step_pair_counts(pairs) if cfg.source == "step" else {})
 
 
 def sample_pairs(records: list[dict], cfg, backend) -> tuple[list[dict], dict[str, Any]]:
@@ -143,6 +153,9 @@ def sample_pairs(records: list[dict], cfg, backend) -> tuple[list[dict], dict[st
 def some_pairs(records: list[dict], graded: list[list[dict]], cfg) -> tuple[list[dict], dict[str, Any]]:
     """``pairs_of``; no pair at all is ``BadInput`` (before anything is written)."""
     pairs, counts = pairs_of(records, graded, cfg)
+    if not pairs and cfg.source == "step":
+        raise BadInput(f"preference.source=step: no wrong line in {counts['samples']} samples of {counts['prompts']} "
+                       f"prompts; try a larger k or a higher temperature")  # fmt: skip
     if not pairs:
         raise BadInput(
             f"preference.source=policy: no pair from {counts['prompts']} prompts (k={cfg.k}; "
@@ -169,11 +182,14 @@ def pair_rows(cfg):
 
 def check_records(records: list[dict], cfg, dataset) -> None:
     """``BadInput`` naming the first record without a field the pairs need (``chosen`` only for the fallback)."""
-    needed = ("id", "prompt", "answer") + (("chosen",) if cfg.chosen_fallback == "reference" else ())
+    fallback = cfg.source == "policy" and cfg.chosen_fallback == "reference"
+    needed = ("id", "prompt", "answer") + (("chosen",) if fallback else ())
     for i, r in enumerate(records):
         missing = [key for key in needed if key not in r]
         if missing:
             raise BadInput(f"{dataset.path}:{dataset.split} record {i}: no {', '.join(missing)} field")
+    if cfg.source == "step":
+        check_step_records(records, dataset)
 
 
 def policy_pairs(

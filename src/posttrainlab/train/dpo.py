@@ -6,7 +6,8 @@ The reference is a frozen copy of the starting policy unless ``ref_model`` names
 Ours: the preference rows as chat prompt/chosen/rejected, and where they come from (``preference.source``):
 ``synthetic``, the split's own rows; ``policy``, pairs sampled from the starting policy ``model`` and graded
 (``label.policy_pairs``; docs/policy-lab.md "DPO pairs"), written to ``output_dir/preference_pairs.jsonl`` before
-training and reused by a resumed run.
+training and reused by a resumed run; ``step``, sampled the same way, each wrong line against the reference's line
+after the sample's own right lines (Step-DPO, ``label.step_pairs``), trained as text rows (``step_rows``).
 
 Order (``common.check_run``): the preference values, the run folder, the trainer arguments, the models, the data;
 then the sampling model loads, samples and is freed; only then are the pairs and ``recipe.yaml`` written (a new
@@ -42,6 +43,38 @@ def dpo_rows(records: list[dict]) -> list[dict]:
     ]
 
 
+def step_rows(records: list[dict], tokenizer) -> list[dict]:
+    """Step pairs as TRL text rows: the prompt is the chat-templated question with the assistant's turn opened and
+    the sample's right lines in it; chosen and rejected are one line each (``label.step_pairs``)."""
+    return [{"prompt": tokenizer.apply_chat_template(user(r["prompt"]), tokenize=False, add_generation_prompt=True)
+             + r["prefix"], "chosen": r["chosen"], "rejected": r["rejected"]} for r in records]  # fmt: skip
+
+
+def open_lines(trainer) -> int:
+    """Take TRL's end of sequence off the step completions that end in a newline; returns how many.
+
+    TRL ends every text completion with EOS (``DPOTrainer._prepare_dataset``). A step line followed by a newline has
+    more to come, so its EOS would teach the policy to stop after that line; a last line keeps it, which is the end
+    of turn of this project's chat template (``<|im_end|>`` for the tiny model and SmolLM2).
+    """
+    tokenizer, data = trainer.processing_class, trainer.train_dataset
+    missing = {"chosen", "rejected", "chosen_ids", "rejected_ids"} - set(data.column_names)
+    if missing:
+        raise RuntimeError(f"DPOTrainer's tokenized rows lack {sorted(missing)}: this TRL lays them out otherwise")
+    end, end_id = "\n" + tokenizer.eos_token, tokenizer.eos_token_id
+    opened = 0
+
+    def strip(row: dict) -> dict:
+        nonlocal opened
+        for text, ids in (("chosen", "chosen_ids"), ("rejected", "rejected_ids")):
+            if row[text].endswith(end) and row[ids][-1:] == [end_id]:
+                row[ids], opened = row[ids][:-1], opened + 1
+        return row
+
+    trainer.train_dataset = data.map(strip)
+    return opened
+
+
 def config_class():
     """``trl.DPOConfig``: the config class whose fields ``trainer_args`` may set (``posttrain train`` checks them)."""
     from trl import DPOConfig
@@ -58,7 +91,8 @@ def dpo_kwargs(recipe: DPORecipe) -> dict:
 
 
 def build_trainer(recipe: DPORecipe, records: list[dict] | None = None):
-    """The DPOTrainer over ``records`` (default: the recipe's split as it is, ``preference.source: synthetic``)."""
+    """The DPOTrainer over ``records`` (default: the recipe's split as it is, ``preference.source: synthetic``);
+    step pairs (``preference.source: step``) as text rows whose open lines end without EOS (``open_lines``)."""
     from trl import DPOTrainer
 
     from posttrainlab.models.loading import load_causal_lm
@@ -72,12 +106,16 @@ def build_trainer(recipe: DPORecipe, records: list[dict] | None = None):
     if recipe.ref_model:
         ref, _ = load_causal_lm(resolve_model(recipe.ref_model), trust_remote_code=recipe.trust_remote_code)
     args = config_class()(**kwargs)
-    trainer = trl_trainer(DPOTrainer, recipe, model, tokenizer, args, dpo_rows(records), ref_model=ref)
+    step = recipe.preference.source == "step"
+    rows = step_rows(records, tokenizer) if step else dpo_rows(records)
+    trainer = trl_trainer(DPOTrainer, recipe, model, tokenizer, args, rows, ref_model=ref)
+    if step:
+        open_lines(trainer)
     return trainer, len(records)
 
 
 def sampled_records(recipe: DPORecipe, start: Start, backend=None) -> list[dict]:
-    """``preference.source: policy``: the run's on-policy pairs, sampled from ``model`` or reused from output_dir.
+    """``preference.source: policy`` or ``step``: the run's pairs, sampled from ``model`` or reused from output_dir.
 
     The policy sampled is the starting ``model``, not ``ref_model``: the pairs are on-policy for the first step.
     A fresh folder gets ``recipe.yaml`` with the pairs, so it reads as an earlier run of this recipe afterwards.
@@ -99,6 +137,6 @@ def train_dpo(recipe: DPORecipe, existing: str = "check", backend=None) -> Path:
 
     check_preference(recipe.preference)
     start = check_run(recipe, existing)
-    records = sampled_records(recipe, start, backend) if recipe.preference.source == "policy" else None
+    records = sampled_records(recipe, start, backend) if recipe.preference.source != "synthetic" else None
     trainer, n = build_trainer(recipe, records)
     return run_trainer(trainer, recipe, "dpo", n, start)

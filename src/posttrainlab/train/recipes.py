@@ -150,10 +150,12 @@ class PreferenceConfig:
     ``synthetic``: the split's own rows (arith-v1's rejected is a synthetic near-miss: off-policy).
     ``policy``: ``k`` answers per prompt sampled from the recipe's ``model`` (the starting policy, so the pairs are
     on-policy for the first step), graded with the arith grader; the i-th distinct correct answer is paired with
-    the i-th distinct incorrect one (``label.policy_pairs``). The other fields apply to ``policy`` only.
+    the i-th distinct incorrect one (``label.policy_pairs``). ``step``: sampled and graded the same way, each wrong
+    line paired with the reference's line after the sample's own right lines (Step-DPO, ``label.step_pairs``). The
+    other fields apply to ``policy`` and ``step`` (``chosen_fallback`` to ``policy`` only).
     """
 
-    source: str = "synthetic"  # synthetic | policy
+    source: str = "synthetic"  # synthetic | policy | step
     k: int = 8  # samples per prompt (at least 2: a pair needs a correct and an incorrect answer)
     temperature: float = 1.0  # > 0: greedy would give k equal answers
     top_p: float = 1.0

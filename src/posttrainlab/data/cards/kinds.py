@@ -15,7 +15,7 @@ arith-v1           ``posttrain data prepare``                              manif
 arith-prm          ``posttrain data arith-prm``                            manifest.json ``dataset: arith-prm``
 sharp              ``posttrain data sharp-build``, ``annotate``            all/span.jsonl + summary.json
 mc-values          ``posttrain label mc``                                  summary.json with ``value_table``
-preference-pairs   ``posttrain train dpo`` (``source: policy``), ``pairs/``  train.jsonl + preference_pairs.json
+preference-pairs   ``posttrain train dpo`` (``policy``/``step``), ``pairs/``  train.jsonl + preference_pairs.json
 annotations        ``posttrain annotate``                                  annotations.jsonl
 generations        ``posttrain generate``                                  generations.jsonl + generate.json
 =================  ======================================================  ===================================

@@ -10,7 +10,7 @@ files record) and ``spec(folder, provenance)``:
   config ``default``, each value-filtered variant folder (``band-LO-HI/``, ``mid-LO-HI/``) as a config of
   its own; the Polaris MC card's value distribution and columns. Parquet is declared when written, else
   JSON Lines; the other copy is hashed beside it;
-- **preference-pairs** (``posttrain train dpo``, ``preference.source: policy``): ``train.jsonl`` and
+- **preference-pairs** (``posttrain train dpo``, ``preference.source: policy`` or ``step``): ``train.jsonl`` and
   ``preference_pairs.json`` in the run's ``pairs/`` folder (``publish_pairs`` in ``data.cards``).
 
 Written by hand: the sections are the seeds'.

@@ -74,6 +74,7 @@ def test_the_stable_preset_is_the_measured_pair_and_otherwise_the_default_proces
     sft = stable.sft
     assert (sft.optim.epochs, sft.optim.learning_rate, sft.dataset.split) == (4, 5e-4, "sft_train_3k")
     assert stable.methods == ["rft", "sft-continued"] and stable.rft.rejection.filter == "process"
+    assert stable.rft.optim.learning_rate == 2e-5  # chosen on dev for this SFT (effects: 1e-4)
     assert stable.process.train_prompts == ["rl_train_1500"] and default.process.train_prompts == ["rl_train"]
     mine, theirs = flat(asdict(stable.process)), flat(asdict(default.process))
     assert {k for k in mine if mine[k] != theirs[k]} - PLACED == {"train_prompts"}

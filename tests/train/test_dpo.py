@@ -208,6 +208,8 @@ def test_step_pairs_train_on_the_wrong_line_alone(arith_dir, tiny_model, tmp_pat
     assert len(pairs) == 8 and {p["step"] for p in pairs} == {0} and {p["prefix"] for p in pairs} == {""}
     assert json.loads((out / "train_summary.json").read_text())["records"] == 8
 
+    with pytest.raises(BadInput, match="needs the sampled step pairs"):  # the split's rows are not step pairs
+        dpo.build_trainer(r)
     trainer, _ = dpo.build_trainer(r, pairs)
     tok, eos = trainer.processing_class, trainer.processing_class.eos_token
     for pair, row in zip(pairs, trainer.train_dataset, strict=True):

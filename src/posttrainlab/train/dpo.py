@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from posttrainlab.errors import BadInput
 from posttrainlab.train.common import (
     Start,
     assistant,
@@ -50,8 +51,8 @@ def step_rows(records: list[dict], tokenizer) -> list[dict]:
              + r["prefix"], "chosen": r["chosen"], "rejected": r["rejected"]} for r in records]  # fmt: skip
 
 
-def open_lines(trainer) -> int:
-    """Take TRL's end of sequence off the step completions that end in a newline; returns how many.
+def open_lines(trainer) -> None:
+    """Take TRL's end of sequence off the step completions that end in a newline.
 
     TRL ends every text completion with EOS (``DPOTrainer._prepare_dataset``). A step line followed by a newline has
     more to come, so its EOS would teach the policy to stop after that line; a last line keeps it, which is the end
@@ -62,17 +63,14 @@ def open_lines(trainer) -> int:
     if missing:
         raise RuntimeError(f"DPOTrainer's tokenized rows lack {sorted(missing)}: this TRL lays them out otherwise")
     end, end_id = "\n" + tokenizer.eos_token, tokenizer.eos_token_id
-    opened = 0
 
     def strip(row: dict) -> dict:
-        nonlocal opened
         for text, ids in (("chosen", "chosen_ids"), ("rejected", "rejected_ids")):
             if row[text].endswith(end) and row[ids][-1:] == [end_id]:
-                row[ids], opened = row[ids][:-1], opened + 1
+                row[ids] = row[ids][:-1]
         return row
 
     trainer.train_dataset = data.map(strip)
-    return opened
 
 
 def config_class():
@@ -98,6 +96,9 @@ def build_trainer(recipe: DPORecipe, records: list[dict] | None = None):
     from posttrainlab.models.loading import load_causal_lm
 
     kwargs = dpo_kwargs(recipe)
+    step = recipe.preference.source == "step"
+    if step and records is None:
+        raise BadInput("preference.source=step: the trainer needs the sampled step pairs (train_dpo samples them)")
     check_model(recipe.model)
     check_model(recipe.ref_model)
     records = load_records(recipe.dataset) if records is None else records
@@ -106,7 +107,6 @@ def build_trainer(recipe: DPORecipe, records: list[dict] | None = None):
     if recipe.ref_model:
         ref, _ = load_causal_lm(resolve_model(recipe.ref_model), trust_remote_code=recipe.trust_remote_code)
     args = config_class()(**kwargs)
-    step = recipe.preference.source == "step"
     rows = step_rows(records, tokenizer) if step else dpo_rows(records)
     trainer = trl_trainer(DPOTrainer, recipe, model, tokenizer, args, rows, ref_model=ref)
     if step:

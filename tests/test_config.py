@@ -194,7 +194,7 @@ def test_a_recipe_refuses_values_no_run_can_train_with(override, message):
 @pytest.mark.parametrize(
     "cls, override, message",
     [
-        ("DPORecipe", "preference.source=bogus", "preference.source='bogus': choose one of synthetic, policy"),
+        ("DPORecipe", "preference.source=bogus", "preference.source='bogus': choose one of synthetic, policy, step"),
         ("DPORecipe", "beta=0", "beta=0.0: must be greater than 0"),
         ("GRPORecipe", "num_generations=1", "num_generations=1: must be at least 2"),
         ("PRMRecipe", "head=classifier", "head 'classifier': choose one of token-cls, verdict, result"),
@@ -214,7 +214,7 @@ def test_unknown_choices_and_impossible_values_of_every_recipe(cls, override, me
 def test_the_quickstart_config_names_the_stage():
     from posttrainlab.quickstart import QuickstartConfig
 
-    with pytest.raises(BadInput, match=r"^dpo\.preference\.source='bogus': choose one of synthetic, policy$"):
+    with pytest.raises(BadInput, match=r"^dpo\.preference\.source='bogus': choose one of synthetic, policy, step$"):
         load_config(QuickstartConfig, None, ["dpo.preference.source=bogus"])
     with pytest.raises(BadInput, match=r"^process\.prm\.optim\.batch_size=0: must be at least 1$"):
         load_config(QuickstartConfig, None, ["process.prm.optim.batch_size=0"])

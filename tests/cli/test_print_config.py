@@ -65,7 +65,7 @@ def test_quickstart_prints_the_config_it_would_run(capsys, tmp_path, monkeypatch
         (["train", "sft", "--config", "configs/arith/sft.yaml", "optim.epochs=-3"],
          "optim.epochs=-3.0: must be greater than 0 (or set optim.max_steps)"),
         (["train", "dpo", "--config", "configs/arith/dpo.yaml", "preference.source=bogus"],
-         "preference.source='bogus': choose one of synthetic, policy"),
+         "preference.source='bogus': choose one of synthetic, policy, step"),
         (["train", "prm", "--config", "configs/prm/step.yaml", "optim.batch_size=0"], "optim.batch_size=0: must be at"),
         (["quickstart", "--preset", "smoke", "sft.optim.learning_rate=0"], "sft.optim.learning_rate=0.0: must be"),
         (["label", "mc", "--n", "0"], "--n 0: need at least one continuation per prefix"),

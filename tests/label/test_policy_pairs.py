@@ -135,7 +135,7 @@ def test_a_record_without_the_reference_is_refused_only_when_the_fallback_needs_
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"source": "bogus"}, "preference.source='bogus': choose one of synthetic, policy"),
+        ({"source": "bogus"}, "preference.source='bogus': choose one of synthetic, policy, step"),
         ({"k": 1}, "preference.k=1: need at least 2 samples"),
         ({"temperature": 0.0}, "preference.temperature=0.0: must be > 0"),
         ({"top_p": 0.0}, "preference.top_p=0.0: must be in"),

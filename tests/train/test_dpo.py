@@ -139,7 +139,7 @@ def test_a_run_killed_after_sampling_starts_again_with_its_pairs(arith_dir, tiny
 @pytest.mark.parametrize(
     ("bad", "message"),
     [
-        (("preference.source=bogus",), "preference.source='bogus': choose one of synthetic, policy"),
+        (("preference.source=bogus",), "preference.source='bogus': choose one of synthetic, policy, step"),
         (("preference.source=policy", "preference.k=1"), "preference.k=1: need at least 2 samples"),
     ],
 )

@@ -156,7 +156,7 @@ def some_pairs(records: list[dict], graded: list[list[dict]], cfg) -> tuple[list
     if not pairs and cfg.source == "step":
         raise BadInput(f"preference.source=step: no wrong line in {counts['samples']} samples of {counts['prompts']} "
                        f"prompts; try a larger k or a higher temperature")  # fmt: skip
-    if not pairs:
+    if not pairs:  # source policy
         raise BadInput(
             f"preference.source=policy: no pair from {counts['prompts']} prompts (k={cfg.k}; "
             f"{counts['prompts_without_correct']} without a correct answer, {counts['prompts_without_incorrect']} "

@@ -60,9 +60,7 @@ def step_pairs(record: dict, answers: list[str], outcomes: list[str], pairs_per_
         if k < 0 or k >= len(reference):
             continue
         prefix = "".join(line + "\n" for line in lines[:k])
-        chosen, rejected = _line(reference, k), _line(lines, k)
-        if chosen == rejected:  # cannot happen for a wrong line; kept so no pair ever compares a text with itself
-            continue
+        chosen, rejected = _line(reference, k), _line(lines, k)  # never equal: line k is wrong, or it ends early
         if (prefix, rejected) in found:
             found[(prefix, rejected)]["count"] += 1
             continue

@@ -47,8 +47,10 @@ def dpo_rows(records: list[dict]) -> list[dict]:
 def step_rows(records: list[dict], tokenizer) -> list[dict]:
     """Step pairs as TRL text rows: the prompt is the chat-templated question with the assistant's turn opened and
     the sample's right lines in it; chosen and rejected are one line each (``label.step_pairs``)."""
-    return [{"prompt": tokenizer.apply_chat_template(user(r["prompt"]), tokenize=False, add_generation_prompt=True)
-             + r["prefix"], "chosen": r["chosen"], "rejected": r["rejected"]} for r in records]  # fmt: skip
+    from posttrainlab.generation.prompts import continuation_text  # the text the policy was sampled from
+
+    return [{"prompt": continuation_text(tokenizer, user(r["prompt"]), r["prefix"]), "chosen": r["chosen"],
+             "rejected": r["rejected"]} for r in records]  # fmt: skip
 
 
 def open_lines(trainer) -> None:

@@ -26,7 +26,7 @@ def flat(config, prefix: str = "") -> dict:
 
 def test_the_presets_are_the_shipped_yaml_files():
     assert PRESET_DIR == SHIPPED / "quickstart"
-    assert preset_names() == ["default", "effects", "smoke", "smollm2", "stable"]
+    assert preset_names() == ["default", "effects", "scarce", "smoke", "smollm2", "stable"]
     assert [quickstart_config(name).preset for name in preset_names()] == preset_names()
 
 
@@ -81,6 +81,24 @@ def test_the_stable_preset_is_the_measured_pair_and_otherwise_the_default_proces
     assert (stable.eval.samples, stable.eval.split) == (8, "test")
 
 
+def test_the_scarce_preset_is_the_stable_base_with_1000_solutions_and_rft_on_1500_prompts():
+    """issue #22 goal 1, chosen on dev: the stable preset's base and SFT compute (756 steps) on sft_train's 1,000
+    solutions; RFT on rl_train_1500 (1:1 with sft_train, 3 epochs at 1e-4) beside its control; no PRM stages."""
+    scarce, stable = quickstart_config("scarce"), quickstart_config("stable")
+    assert asdict(scarce.base) == asdict(stable.base)  # one cached base for both
+    sft = scarce.sft
+    assert (sft.dataset.split, sft.optim.epochs, sft.optim.learning_rate, sft.optim.batch_size) == (
+        "sft_train", 12, 5e-4, 16)  # fmt: skip
+    mine, theirs = flat(asdict(sft)), flat(asdict(stable.sft))
+    assert {k for k in mine if mine[k] != theirs[k]} - PLACED == {"dataset.split", "optim.epochs"}
+    assert scarce.methods == ["rft", "sft-continued"] and scarce.continued_steps_from == "rft"
+    rft = scarce.rft
+    assert (rft.dataset.split, rft.sft_data.split, rft.sft_ratio, rft.rejection.filter, rft.rejection.k) == (
+        "rl_train_1500", "sft_train", 1.0, "process", 8)  # fmt: skip
+    assert (rft.optim.epochs, rft.optim.learning_rate, rft.optim.batch_size) == (3, 1e-4, 16)
+    assert not scarce.process.enabled and (scarce.eval.samples, scarce.eval.split) == (8, "test")
+
+
 def test_smoke_and_smollm2_keep_their_sizes():
     smoke, real = quickstart_config("smoke"), quickstart_config("smollm2")
     assert (smoke.base.model.num_hidden_layers, smoke.base.model.seed, smoke.base.corpus.size) == (2, 0, 4000)
@@ -101,5 +119,7 @@ def test_a_preset_file_of_ones_own(tmp_path):
     assert asdict(cfg.sft) == asdict(quickstart_config("smoke").sft)
     with pytest.raises(BadInput, match="no such config file"):
         quickstart_config(str(tmp_path / "nope.yaml"))
-    with pytest.raises(BadInput, match="unknown preset 'huge': choose one of default, effects, smoke, smollm2, stable"):
+    with pytest.raises(
+        BadInput, match="unknown preset 'huge': choose one of default, effects, scarce, smoke, smollm2, stable"
+    ):
         quickstart_config("huge")

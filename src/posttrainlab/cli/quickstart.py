@@ -17,7 +17,8 @@ def quickstart(
         "default",
         help="default (tuned; on 2 cores ~29 min the first run, ~15 min with the base cached), smoke (a few minutes), "
         "smollm2 (the real model, ~21 min; README), effects (what each method adds), stable (a base and SFT stable "
-        "across seeds): configs/quickstart/NAME.yaml; or a preset YAML file of your own.",
+        "across seeds), scarce (RFT where SFT data are scarce): configs/quickstart/NAME.yaml; or a preset YAML file "
+        "of your own.",
     ),
     print_config: bool = typer.Option(
         False, "--print-config", help="Print the resolved config as YAML and exit (nothing is run or written)."

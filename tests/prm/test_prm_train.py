@@ -136,9 +136,11 @@ def test_lora_run_saves_a_merged_model(tiny_model, tmp_path):
          "needs a string `question`"),
     ],
 )  # fmt: skip
-def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, extra, message):
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, tiny_model, extra, message):
+    # model= a local folder: the data errors must not depend on whether this machine has cached the tiny base
     out = tmp_path / "prm"
-    assert cli("train", "prm", "--config", str(ROOT / "configs/prm/step.yaml"), f"output_dir={out}", *extra) == 2
+    argv = ("train", "prm", "--config", str(ROOT / "configs/prm/step.yaml"), f"model={tiny_model}", f"output_dir={out}")
+    assert cli(*argv, *extra) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1 and err.startswith("posttrain: error: ")
     assert not out.exists()  # nothing written for a run that never started

@@ -104,14 +104,15 @@ def test_the_soft_recipe_skips_inferred_rows_by_default():
         ("inferred", ["dataset.mc_step_idx=last"], "no training rows: all 4 rows have value_source inferred"),
     ],
 )
-def test_train_prm_refuses_before_loading_a_model_exit_2(tmp_path, capsys, source, edit, message):
+def test_train_prm_refuses_before_loading_a_model_exit_2(tmp_path, capsys, tiny_model, source, edit, message):
     from posttrainlab.cli import main
 
     band = [r | {"value_source": source} for r in _rows() if 0.1 <= r["reward"] <= 0.9][:4]
     path = _write(tmp_path / "band.jsonl", band)
     out = tmp_path / "prm"
     with pytest.raises(SystemExit) as e:
+        # model= a local folder: the refusal must not depend on whether this machine has cached the tiny base
         main(["train", "prm", "--config", str(ROOT / "configs/prm/soft.yaml"), f"dataset.path={path}",
-              f"output_dir={out}", *edit])  # fmt: skip
+              f"model={tiny_model}", f"output_dir={out}", *edit])  # fmt: skip
     err = capsys.readouterr().err
     assert e.value.code == 2 and message in err and err.count("\n") == 1 and not out.exists()

@@ -124,7 +124,8 @@ def test_every_shipped_config_loads():
 
             assert ClusterConfig.from_yaml_file(SHIPPED / rel).num_processes >= 2, rel
             continue
-        config = load_config(cls, SHIPPED / rel)
+        presets = SHIPPED / "quickstart" if rel.startswith("quickstart/") else None  # `extends: default`
+        config = load_config(cls, SHIPPED / rel, presets=presets)
         if cls.__name__ == "PRMRecipe":
             config.check()  # its choices too
 

@@ -47,7 +47,7 @@ FLOORS = {
     **dict.fromkeys(["models", "generation"], 3),
     "data": 2,
     "grading": 1,
-    **dict.fromkeys(["errors", "config", "paths", "progress", "provenance", "threads", "run_layout"], 0),
+    **dict.fromkeys(["errors", "config", "paths", "progress", "provenance", "threads", "run_layout", "writer_lock"], 0),
 }
 
 # --------------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from posttrainlab import provenance as prov
 from posttrainlab.provenance import provenance, source_commit
 from posttrainlab.runners.settings import BestOfNSettings, PolicyEvalSettings
 
-KEYS = {"commit", "dirty", "versions", "device", "cuda", "threads", "argv", "seeds", "host", "time"}
+KEYS = {"commit", "dirty", "versions", "device", "cuda", "threads", "cpu_capability", "argv", "seeds", "host", "time"}
 ROOT = Path(__file__).resolve().parents[1]
 HAS_GIT = shutil.which("git") is not None
 
@@ -73,17 +73,18 @@ def test_no_git_binary(monkeypatch):
 
 def test_device_without_torch_does_not_import_it(monkeypatch):
     monkeypatch.delitem(sys.modules, "torch", raising=False)
-    assert prov.device() == {"device": "cpu", "cuda": None, "threads": None}
+    assert prov.device() == {"device": "cpu", "cuda": None, "threads": None, "cpu_capability": None}
     assert "torch" not in sys.modules
 
 
 def test_device_from_an_imported_torch(monkeypatch):
     cuda = SimpleNamespace(is_available=lambda: True, get_device_name=lambda i: "NVIDIA H200")
-    monkeypatch.setitem(sys.modules, "torch", SimpleNamespace(cuda=cuda, get_num_threads=lambda: 4))
-    assert prov.device() == {"device": "NVIDIA H200", "cuda": True, "threads": 4}
+    backends = SimpleNamespace(cpu=SimpleNamespace(get_cpu_capability=lambda: "AVX2"))
+    monkeypatch.setitem(sys.modules, "torch", SimpleNamespace(cuda=cuda, get_num_threads=lambda: 4, backends=backends))
+    assert prov.device() == {"device": "NVIDIA H200", "cuda": True, "threads": 4, "cpu_capability": "AVX2"}
     cpu = SimpleNamespace(is_available=lambda: False, get_device_name=None)
-    monkeypatch.setitem(sys.modules, "torch", SimpleNamespace(cuda=cpu, get_num_threads=lambda: 2))
-    assert prov.device() == {"device": "cpu", "cuda": False, "threads": 2}
+    monkeypatch.setitem(sys.modules, "torch", SimpleNamespace(cuda=cpu, get_num_threads=lambda: 2, backends=backends))
+    assert prov.device() == {"device": "cpu", "cuda": False, "threads": 2, "cpu_capability": "AVX2"}
 
     def broken():
         raise RuntimeError("CUDA driver initialization failed")
@@ -164,6 +165,7 @@ def test_train_summary_carries_it(tmp_path):
         state = SimpleNamespace(global_step=3)
         processing_class = SimpleNamespace(save_pretrained=lambda path: None)
         callback_handler = SimpleNamespace(callbacks=[])
+        args = SimpleNamespace(logging_nan_inf_filter=True)
 
         def add_callback(self, callback):
             pass

@@ -28,28 +28,31 @@ def run(tmp_path_factory) -> tuple[Path, dict]:
     return out, env
 
 
+STAGES = ["prepare", "pretrain", "sft", "eval-sft", "sft-continued", "eval-sft-continued",
+          "arith-prm", "prm", "eval-prm", "best-of-n", "beam-search", "report"]  # fmt: skip
+
+
 def test_every_stage_ran_and_the_report_is_written(run):
     out, _ = run
     state = json.loads((out / "run.json").read_text())
-    names = [s["name"] for s in state["stages"]]
-    assert names == [
-        *("prepare", "pretrain", "sft", "eval-sft", "dpo", "eval-dpo", "dpo-policy", "eval-dpo-policy"),
-        *("grpo", "eval-grpo", "arith-prm", "prm", "eval-prm", "best-of-n", "beam-search", "report"),
-    ]
-    assert all(s["status"] == "done" for s in state["stages"])
-    for method in ("sft", "dpo", "dpo-policy", "grpo"):
+    assert [s["name"] for s in state["stages"]] == STAGES
+    assert all(s["status"] == "done" and s["run"] == 1 for s in state["stages"])
+    for method in ("sft", "sft-continued"):
         metrics = json.loads((out / "eval" / method / "metrics.json").read_text())
         graded = [row["correct"] for row in read_jsonl(out / "eval" / method / "samples.jsonl")]
         assert metrics["n"] == len(graded) == 40 and metrics["accuracy"]["value"] == sum(graded) / 40
         assert list(metrics["per_category"]) == list(CATEGORIES)
+        assert metrics["sampled"]["n_samples"] == 2  # pass@1 and maj@K beside greedy, as the default
         assert (out / method / "train_summary.json").is_file()
-    assert json.loads((out / "eval" / "dpo" / "metrics.json").read_text())["preference"]["method"] == "implicit_reward"
+    control = json.loads((out / "sft-continued" / "train_summary.json").read_text())
+    assert control["global_step"] == 6  # rft.optim.max_steps (no rft run to match in smoke)
     html = (out / "report.html").read_text()
     assert html.count("data:image/png;base64,") >= 3
-    assert "SFT" in (out / "report.md").read_text()
     assert json.loads((out / "base" / "contamination.json").read_text())["overlap"] == 0
     # process supervision: exact-labelled arith-prm from the SFT policy, a step PRM, its eval, best-of-N
-    assert (out / "arith-prm" / "step" / "train.jsonl").is_file() and (out / "prm" / "prm_config.json").is_file()
+    assert (out / "arith-prm" / "math_shepherd" / "train.jsonl").is_file() and (
+        out / "prm" / "prm_config.json"
+    ).is_file()
     spec = json.loads((out / "prm" / "prm_config.json").read_text())  # the default recipe's head
     assert (spec["head"], spec["input_format"]) == ("result", "policy")
     prm = json.loads((out / "prm-eval" / "metrics.json").read_text())
@@ -58,28 +61,33 @@ def test_every_stage_ran_and_the_report_is_written(run):
     assert prm["solutions"] == len(scored) > 0 and prm["step"]["auroc"] == auroc
     bon = json.loads((out / "best-of-n" / "bon.json").read_text())
     assert bon["problems"] == 20 and bon["ns"] == [1, 2, 4] and "majority" in bon["selectors"]
-    pairs = json.loads((out / "dpo-policy" / "preference_pairs.json").read_text())
-    assert pairs["counts"]["pairs"] > 0  # sampled from the SFT model, graded
     beam = json.loads((out / "beam-search" / "beam.json").read_text())
     assert beam["problems"] == 20 and beam["tokens_per_problem"] > 0
     report = (out / "report.md").read_text()
-    assert "## Process reward model" in report and "## Best-of-N" in report
+    assert "## Results" in report and "## Process reward model" in report and "## Best-of-N" in report
     assert "## Paired comparisons" in report and "McNemar" in report
     assert "smoke run: its numbers measure nothing" in report.lower()
-    provenance = json.loads((out / "run.json").read_text())["provenance"]
-    assert provenance["seeds"] == {"sft": [0], "dpo": [0], "dpo-policy": [0], "grpo": [0]}
+    assert "(no reference run for preset 'smoke')" in report  # the base's hash, said at the top
+    results = json.loads((out / "report_files" / "results.json").read_text())
+    assert [p["method"] for p in results["policies"]] == ["sft", "sft-continued"]
+    assert results["search"]["n"] == 4 and results["base_sha256"] in str(state["weights"]["base"])
+    provenance = state["provenance"]
+    assert provenance["seeds"] == {"sft": [0], "sft-continued": [0]}
     assert provenance["versions"]["torch"] and provenance["argv"]
 
 
-def test_second_run_reuses_every_stage(run):
+def test_second_run_reuses_every_stage_and_keeps_the_history(run):
     out, env = run
+    first = json.loads((out / "run.json").read_text())
     r = subprocess.run(
         [sys.executable, "-m", "posttrainlab", "quickstart", "--preset", "smoke", "--out", str(out)],
         capture_output=True, text=True, env=env, timeout=300,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr[-3000:]
     state = json.loads((out / "run.json").read_text())
-    assert [s["status"] for s in state["stages"]][:-1] == ["cached"] * 15
+    assert r.stdout.count("cached (already done, reusing it)") == len(STAGES) - 1
+    assert state["stages"][:-1] == first["stages"][:-1]  # each stage's time and run as the first run made it
+    assert state["provenance"] == first["provenance"] and [i["run"] for i in state["invocations"]] == [1, 2]
 
 
 def test_run_json_records_the_sha256_of_every_model(run):
@@ -89,7 +97,7 @@ def test_run_json_records_the_sha256_of_every_model(run):
     weights = json.loads((out / "run.json").read_text())["weights"]
     assert weights["sft"] == {"OUT/sft/model.safetensors": sha256_file(out / "sft" / "model.safetensors")}
     assert list(weights["base"].values()) == [sha256_file(out / "base" / "model.safetensors")]
-    assert set(weights) == {"base", "sft", "dpo", "dpo-policy", "grpo", "prm"}
+    assert set(weights) == {"base", "sft", "sft-continued", "prm"}
 
 
 def quickstart(out: Path, env: dict, *args: str) -> subprocess.CompletedProcess:
@@ -116,6 +124,27 @@ def test_a_finished_run_of_other_settings_is_refused_before_anything_is_written(
     assert tree(copy) == before  # the report, run.json, the base link: all as they were
     r = quickstart(copy, env, "sft.optim.learning_rate=0.002")
     assert r.returncode == 2 and "stage sft: " in r.stderr and "optim.learning_rate: 0.001 -> 0.002" in r.stderr
+
+
+def test_a_changed_model_is_named_and_made_again(run, tmp_path):
+    """Reuse means verified (issue #42): the SFT weights replaced by RFT's are found, refused with --no-rerun, and
+    made again (byte-identical: the same seeds) with every stage that reads them; the old folders are kept."""
+    import shutil
+
+    from posttrainlab.data.manifest import sha256_file
+
+    out, env = run
+    copy = tmp_path / "Y"
+    shutil.copytree(out, copy, symlinks=True)
+    made = sha256_file(copy / "sft" / "model.safetensors")
+    shutil.copy(copy / "sft-continued" / "model.safetensors", copy / "sft" / "model.safetensors")
+    r = quickstart(copy, env, "--no-rerun")
+    assert r.returncode == 2 and "sft: " in r.stderr and "changed since the stage made it" in r.stderr, r.stderr
+    r = quickstart(copy, env, "process.enabled=false")  # fewer stages to make again; the PRM's are not planned
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "stage sft runs again" in r.stdout and "stage sft-continued runs again: it reads sft" in r.stdout
+    assert sha256_file(copy / "sft" / "model.safetensors") == made
+    assert {p.name.rsplit("-2", 1)[0] for p in (copy / ".stale").iterdir()} >= {"sft", "eval-sft", "sft-continued"}
 
 
 def test_a_folder_of_the_users_or_a_file_as_out_is_refused_unchanged(run, tmp_path):

@@ -1,5 +1,7 @@
-"""Quickstart presets are YAML files in ``configs/quickstart/`` read by ``load_config``; ``--preset FILE.yaml`` reads
-a preset of the user's. The values pinned here are the recipes the README's results were measured with."""
+"""Quickstart presets are YAML files in ``configs/quickstart/`` read by ``load_config`` over ``QuickstartConfig``'s
+defaults, which are the main job: ``default.yaml`` sets nothing, the other presets state what they change
+(``extends:``), and ``--preset FILE.yaml`` reads a preset of the user's. The values pinned here are the recipes the
+README's and docs/experiments.md's results were measured with."""
 
 from __future__ import annotations
 
@@ -9,117 +11,136 @@ import pytest
 
 from posttrainlab.config import SHIPPED, load_config
 from posttrainlab.errors import BadInput
-from posttrainlab.quickstart import PRESET_DIR, preset_names, quickstart_config
+from posttrainlab.quickstart import PRESET_DIR, QuickstartConfig, planned_stages, preset_names, quickstart_config
 from posttrainlab.train.pretrain import PretrainConfig
 from posttrainlab.train.recipes import SFTRecipe
 
 #: what the quickstart sets itself in every stage recipe (``quickstart.place``)
-PLACED = {"model", "output_dir", "dataset.path"}
+PLACED = {"model", "output_dir", "dataset.path", "dataset.eval_path"}
 
 
 def flat(config, prefix: str = "") -> dict:
     out = {}
     for key, value in config.items():
-        out |= flat(value, f"{prefix}{key}.") if isinstance(value, dict) else {f"{prefix}{key}": value}
+        out |= flat(value, f"{prefix}{key}.") if isinstance(value, dict) and value else {f"{prefix}{key}": value}
     return out
 
 
-def test_the_presets_are_the_shipped_yaml_files():
+def changed(a, b) -> set[str]:
+    mine, theirs = flat(asdict(a)), flat(asdict(b))
+    return {k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k)}
+
+
+def test_four_presets_at_most():
     assert PRESET_DIR == SHIPPED / "quickstart"
-    assert preset_names() == ["default", "effects", "scarce", "smoke", "smollm2", "stable"]
+    assert preset_names() == ["default", "scarce", "smoke", "smollm2"]
     assert [quickstart_config(name).preset for name in preset_names()] == preset_names()
 
 
-def test_the_default_preset_is_the_measured_recipe():
-    cfg = quickstart_config("default")
-    assert cfg.base == PretrainConfig() and cfg.base_model is None and cfg.methods == ["dpo", "dpo-policy", "grpo"]
-    assert (cfg.sft.dataset.split, cfg.sft.dataset.limit, cfg.sft.optim.epochs, cfg.sft.optim.learning_rate,
-            cfg.sft.optim.batch_size) == ("sft_train_3k", None, 2, 1e-3, 16)  # fmt: skip
-    assert (cfg.dpo.dataset.split, cfg.dpo.optim.epochs, cfg.dpo.optim.learning_rate, cfg.dpo.optim.batch_size,
-            cfg.dpo.beta) == ("preference_train", 1, 2e-5, 8, 0.1)  # fmt: skip
-    assert (cfg.grpo.dataset.limit, cfg.grpo.optim.learning_rate, cfg.grpo.optim.batch_size, cfg.grpo.num_generations,
-            cfg.grpo.max_completion_length, cfg.grpo.optim.save_steps) == (160, 2e-5, 16, 8, 48, 20)  # fmt: skip
-    prm = cfg.process.prm
-    assert (prm.optim.epochs, prm.optim.learning_rate, prm.optim.batch_size, cfg.process.k, cfg.process.limit,
-            cfg.process.bon_n, cfg.process.bon_limit) == (1, 1e-4, 16, 8, None, 16, 300)  # fmt: skip
-    # the PRM recipe chosen on dev (docs/prm-eval.md "The levers for a PRM that checks a line")
-    assert (prm.head, prm.input_format, cfg.process.labelling.labels, cfg.process.labelling.missing_answer,
-            cfg.process.bon_temperature) == ("result", "policy", "every-step", "explicit", 0.8)  # fmt: skip
-    beam = cfg.process.beam
-    assert (cfg.seeds, cfg.dpo.preference.source, beam.beams, beam.proposals, beam.aggregation) == (
-        1, "synthetic", 4, 4, "min")  # fmt: skip
-    assert (cfg.eval.split, cfg.eval.limit, cfg.eval.max_new_tokens) == ("test", None, 48)
+def test_the_default_preset_is_the_codes_defaults():
+    assert asdict(quickstart_config("default")) == asdict(QuickstartConfig())
+    body = [x for x in (PRESET_DIR / "default.yaml").read_text().splitlines() if x.strip() and not x.startswith("#")]
+    assert body == ["{}"]
 
 
-def test_the_presets_sft_differs_from_configs_arith_sft_only_where_their_yaml_says_so():
-    # the presets keep the shorter SFT their README results measure; the standalone recipe is the converged one
-    recipe = flat(asdict(load_config(SFTRecipe, "configs/arith/sft.yaml")))
-    assert (recipe["optim.epochs"], recipe["optim.learning_rate"]) == (6, 5e-4)
-    for name in ("default", "effects"):
-        preset = flat(asdict(quickstart_config(name).sft))
-        assert {k for k in preset if preset[k] != recipe[k]} - PLACED == {"optim.epochs", "optim.learning_rate"}
-        assert (preset["optim.epochs"], preset["optim.learning_rate"]) == (2, 1e-3), name
-        epochs = next(x for x in (PRESET_DIR / f"{name}.yaml").read_text().splitlines() if "epochs: 2" in x)
-        assert "configs/arith/sft.yaml" in epochs, name
-
-
-def test_the_stable_preset_is_the_measured_pair_and_otherwise_the_default_process():
-    """issue #22 item 0: the base at lr 5e-4 with 10% warm-up and the 4-epoch SFT at 5e-4 (stable over base seeds on
-    dev), the default preset's process supervision but for the PRM data's prompts, and rft beside its control."""
-    stable, default = quickstart_config("stable"), quickstart_config("default")
-    base = flat(asdict(stable.base))
-    assert {k for k, v in flat(asdict(PretrainConfig())).items() if base[k] != v} == {
-        "train.learning_rate", "train.warmup_ratio"}  # fmt: skip
-    assert (stable.base.train.learning_rate, stable.base.train.warmup_ratio) == (5e-4, 0.1)
-    sft = stable.sft
-    assert (sft.optim.epochs, sft.optim.learning_rate, sft.dataset.split) == (4, 5e-4, "sft_train_3k")
-    assert stable.methods == ["rft", "sft-continued"] and stable.rft.rejection.filter == "process"
-    assert stable.rft.optim.learning_rate == 2e-5  # chosen on dev for this SFT (effects: 1e-4)
-    assert stable.process.train_prompts == ["rl_train_1500"] and default.process.train_prompts == ["rl_train"]
-    mine, theirs = flat(asdict(stable.process)), flat(asdict(default.process))
-    assert {k for k in mine if mine[k] != theirs[k]} - PLACED == {"train_prompts"}
-    assert (stable.eval.samples, stable.eval.split) == (8, "test")
-
-
-def test_the_scarce_preset_is_the_stable_base_with_1000_solutions_and_rft_on_1500_prompts():
-    """issue #22 goal 1, chosen on dev: the stable preset's base and SFT compute (756 steps) on sft_train's 1,000
-    solutions; RFT on rl_train_1500 (1:1 with sft_train, 3 epochs at 1e-4) beside its control; no PRM stages."""
-    scarce, stable = quickstart_config("scarce"), quickstart_config("stable")
-    assert asdict(scarce.base) == asdict(stable.base)  # one cached base for both
-    sft = scarce.sft
+def test_the_default_is_the_measured_stable_instrument():
+    """The base at lr 5e-4 with 10% warm-up and the 4-epoch SFT at 5e-4 (stable over base seeds on dev, the same
+    weights on three machines), RFT beside its control, and the process supervision chosen on dev."""
+    cfg = QuickstartConfig()
+    assert changed(cfg.base, PretrainConfig()) == {"train.learning_rate", "train.warmup_ratio"}
+    assert (cfg.base.train.learning_rate, cfg.base.train.warmup_ratio, cfg.base.model.seed) == (5e-4, 0.1, 1)
+    sft = cfg.sft
     assert (sft.dataset.split, sft.optim.epochs, sft.optim.learning_rate, sft.optim.batch_size) == (
-        "sft_train", 12, 5e-4, 16)  # fmt: skip
-    mine, theirs = flat(asdict(sft)), flat(asdict(stable.sft))
-    assert {k for k in mine if mine[k] != theirs[k]} - PLACED == {"dataset.split", "optim.epochs"}
-    assert scarce.methods == ["rft", "sft-continued"] and scarce.continued_steps_from == "rft"
-    rft = scarce.rft
-    assert (rft.dataset.split, rft.sft_data.split, rft.sft_ratio, rft.rejection.filter, rft.rejection.k) == (
-        "rl_train_1500", "sft_train", 1.0, "process", 8)  # fmt: skip
-    assert (rft.optim.epochs, rft.optim.learning_rate, rft.optim.batch_size) == (3, 1e-4, 16)
-    assert not scarce.process.enabled and (scarce.eval.samples, scarce.eval.split) == (8, "test")
+        "sft_train_3k", 4, 5e-4, 16)  # fmt: skip
+    assert cfg.methods == ["rft", "sft-continued"] and cfg.continued_steps_from == "rft" and cfg.seeds == 1
+    rft = cfg.rft
+    assert (rft.dataset.split, rft.sft_data.split, rft.sft_ratio, rft.rounds) == ("rl_train", "sft_train_3k", 1.0, 1)
+    assert (rft.rejection.k, rft.rejection.temperature, rft.rejection.max_new_tokens, rft.rejection.filter) == (
+        8, 1.0, 48, "process")  # fmt: skip
+    assert (rft.optim.epochs, rft.optim.learning_rate, rft.optim.batch_size) == (1, 2e-5, 16)
+    assert (cfg.eval.split, cfg.eval.limit, cfg.eval.samples, cfg.eval.sample_temperature) == ("test", None, 8, 1.0)
+    p = cfg.process
+    assert (p.k, p.limit, p.train_prompts, p.labelling.labels, p.labelling.missing_answer) == (
+        8, None, ["rl_train_1500"], "every-step", "explicit")  # fmt: skip
+    assert (p.prm.head, p.prm.input_format, p.prm.optim.epochs, p.prm.optim.learning_rate) == (
+        "result", "policy", 1, 1e-4)  # fmt: skip
+    assert (p.bon_n, p.bon_limit, p.bon_temperature, p.beam.aggregation, p.beam.beams) == (16, 300, 0.8, "min", 4)
+    assert planned_stages(cfg) == [
+        *("prepare", "pretrain", "sft", "eval-sft", "rft", "eval-rft", "sft-continued", "eval-sft-continued"),
+        *("arith-prm", "prm", "eval-prm", "best-of-n", "beam-search", "report"),
+    ]
 
 
-def test_smoke_and_smollm2_keep_their_sizes():
-    smoke, real = quickstart_config("smoke"), quickstart_config("smollm2")
+def test_the_standalone_sft_recipe_is_another_one():
+    # configs/arith/sft.yaml is the converged recipe on the old base (docs/experiments.md)
+    recipe = load_config(SFTRecipe, "configs/arith/sft.yaml")
+    assert (recipe.optim.epochs, recipe.optim.learning_rate) == (6, 5e-4)
+
+
+def test_the_scarce_preset_is_the_default_with_1000_solutions_and_rft_on_1500_prompts():
+    """Chosen on dev: the default's base and SFT compute (756 steps) on sft_train's 1,000 solutions; RFT on
+    rl_train_1500 (1:1 with sft_train, 3 epochs at 1e-4) beside its control; no PRM stages."""
+    scarce, default = quickstart_config("scarce"), QuickstartConfig()
+    assert asdict(scarce.base) == asdict(default.base)  # one cached base for both
+    assert changed(scarce.sft, default.sft) == {"dataset.split", "optim.epochs"}
+    assert (scarce.sft.dataset.split, scarce.sft.optim.epochs) == ("sft_train", 12)
+    assert changed(scarce.rft, default.rft) == {"dataset.split", "sft_data.split", "optim.epochs",
+                                                "optim.learning_rate"}  # fmt: skip
+    assert (scarce.rft.dataset.split, scarce.rft.optim.epochs, scarce.rft.optim.learning_rate) == (
+        "rl_train_1500", 3, 1e-4)  # fmt: skip
+    assert not scarce.process.enabled and scarce.methods == default.methods
+
+
+def test_smoke_runs_the_defaults_stages_small():
+    smoke = quickstart_config("smoke")
     assert (smoke.base.model.num_hidden_layers, smoke.base.model.seed, smoke.base.corpus.size) == (2, 0, 4000)
-    assert (smoke.eval.limit, smoke.process.bon_limit, smoke.grpo.num_generations) == (40, 20, 4)
-    assert real.base_model == "smollm2-135m-instruct" and real.eval.eval_base
+    assert (smoke.eval.limit, smoke.eval.samples, smoke.process.bon_limit) == (40, 2, 20)
+    default = [s for s in planned_stages(QuickstartConfig()) if s not in ("rft", "eval-rft")]
+    assert planned_stages(smoke) == default  # all but rft, which keeps no sample of so small a policy
+
+
+def test_smollm2_keeps_the_measured_recipe():
+    real = quickstart_config("smollm2")
+    assert real.base_model == "smollm2-135m-instruct" and real.eval.eval_base and real.methods == ["dpo", "grpo"]
     assert all(r.lora.enabled and r.lora.dropout == 0.0 for r in (real.sft, real.dpo, real.grpo))
-    assert not real.process.prm.lora.enabled and (real.sft.dataset.limit, real.eval.limit) == (
-        640,
-        100,
-    )  # the measured run (README)
+    assert not real.process.prm.lora.enabled and (real.sft.dataset.limit, real.eval.limit) == (640, 100)
+    # its PRM as measured (README): the token-classification head on first-error labels, greedy eval only
+    p = real.process
+    assert (p.prm.head, p.labelling.labels, p.train_prompts, real.eval.samples) == (
+        "token-cls", "first-error", ["rl_train"], 0)  # fmt: skip
 
 
-def test_a_preset_file_of_ones_own(tmp_path):
+def test_a_preset_file_of_ones_own_extends_a_preset(tmp_path):
     mine = tmp_path / "mine.yaml"
-    mine.write_text((PRESET_DIR / "smoke.yaml").read_text() + "methods: [dpo]\n")
+    mine.write_text("extends: smoke\nmethods: [dpo]\n")
     cfg = quickstart_config(str(mine), ["eval.limit=8"])
     assert cfg.preset == "mine" and cfg.methods == ["dpo"] and cfg.eval.limit == 8
     assert asdict(cfg.sft) == asdict(quickstart_config("smoke").sft)
+    child = tmp_path / "child.yaml"  # a chain, and a path relative to the file
+    child.write_text("extends: mine.yaml\nseeds: 2\n")
+    cfg = quickstart_config(str(child))
+    assert (cfg.methods, cfg.seeds, cfg.base.corpus.size) == (["dpo"], 2, 4000)
     with pytest.raises(BadInput, match="no such config file"):
         quickstart_config(str(tmp_path / "nope.yaml"))
-    with pytest.raises(
-        BadInput, match="unknown preset 'huge': choose one of default, effects, scarce, smoke, smollm2, stable"
-    ):
+    with pytest.raises(BadInput, match="unknown preset 'huge': choose one of default, scarce, smoke, smollm2"):
         quickstart_config("huge")
+
+
+def test_extends_refuses_cycles_and_unknown_parents(tmp_path):
+    a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    a.write_text("extends: b.yaml\n")
+    b.write_text("extends: a.yaml\n")
+    with pytest.raises(BadInput, match="extends itself"):
+        quickstart_config(str(a))
+    a.write_text("extends: nothing\n")
+    with pytest.raises(BadInput, match="unknown preset 'nothing'"):
+        quickstart_config(str(a))
+    a.write_text("extends: [smoke]\n")
+    with pytest.raises(BadInput, match="extends: expected a preset name"):
+        quickstart_config(str(a))
+
+
+@pytest.mark.parametrize("name, pointer", [("stable", "drop --preset"), ("effects", "docs/experiments.md")])
+def test_retired_presets_say_where_they_went(name, pointer):
+    with pytest.raises(BadInput, match=f"preset '{name}' was retired: .*{pointer}"):
+        quickstart_config(name)

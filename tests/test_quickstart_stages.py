@@ -11,15 +11,17 @@ from types import SimpleNamespace
 import pytest
 from rich.console import Console
 
-from posttrainlab.quickstart import QuickstartConfig, StageLog, planned_stages, quickstart_config, stages
+from posttrainlab.errors import BadInput
+from posttrainlab.quickstart import QuickstartConfig, StageLog, planned_stages, quickstart_config, stage_log
 
-ALL = ["prepare", "pretrain", "sft", "eval-sft", "dpo", "eval-dpo", "dpo-policy", "eval-dpo-policy", "grpo",
-       "eval-grpo", "arith-prm", "prm", "eval-prm", "best-of-n", "beam-search", "report"]  # fmt: skip
+ALL = ["prepare", "pretrain", "sft", "eval-sft", "rft", "eval-rft", "sft-continued", "eval-sft-continued",
+       "arith-prm", "prm", "eval-prm", "best-of-n", "beam-search", "report"]  # fmt: skip
 
 
 def test_the_plan_of_each_shipped_preset_and_of_switches():
     assert planned_stages(QuickstartConfig()) == ALL
-    assert planned_stages(quickstart_config("smoke")) == ALL  # tests/test_quickstart.py's run.json names
+    smoke = [s for s in ALL if s not in ("rft", "eval-rft")]  # tests/test_quickstart.py's run.json names
+    assert planned_stages(quickstart_config("smoke")) == smoke
     smollm2 = quickstart_config("smollm2")
     assert planned_stages(smollm2)[:2] == ["prepare", "import"] and "pretrain" not in planned_stages(smollm2)
     cfg = QuickstartConfig(methods=["grpo"], base_model="runs/my-model")  # a folder: no import stage
@@ -50,7 +52,7 @@ def test_each_seed_trains_a_copy_of_the_recipe_with_the_next_seed():
 def clock(monkeypatch):
     """StageLog's clock: starts at 1000 s and moves only when a fake stage says how long it took."""
     now = [1000.0]
-    monkeypatch.setattr(stages, "time", SimpleNamespace(time=lambda: now[0]))
+    monkeypatch.setattr(stage_log, "time", SimpleNamespace(time=lambda: now[0]))
     return now
 
 
@@ -107,9 +109,9 @@ def test_stage_headers_end_lines_and_the_log(tmp_path, clock):
         "quickstart preset=default: 7 stages: prepare pretrain sft eval-sft dpo eval-dpo report"
     )
     stages = json.loads((tmp_path / "run.json").read_text())["stages"]  # as before: the report reads them
-    assert stages == [{"name": "prepare", "seconds": 0.0, "status": "cached"},
-                      {"name": "pretrain", "seconds": 150.0, "status": "done"},
-                      {"name": "sft", "seconds": 3.0, "status": "done"}]  # fmt: skip
+    assert stages == [{"name": "prepare", "seconds": 0.0, "status": "cached", "run": 1},
+                      {"name": "pretrain", "seconds": 150.0, "status": "done", "run": 1},
+                      {"name": "sft", "seconds": 3.0, "status": "done", "run": 1}]  # fmt: skip
 
 
 def test_a_second_run_says_how_long_the_rest_took_last_time(tmp_path, clock):
@@ -181,11 +183,11 @@ def test_a_recipe_field_added_later_joins_the_stage_record_only_when_set():
         stage = next(s for s in plan(Run(cfg, RunLayout(Path("OUT")))) if s.name == "dpo")
         return _plain(stage.settings, "OUT")
 
-    cfg = QuickstartConfig()
+    cfg = QuickstartConfig(methods=["dpo"])
     place(cfg, RunLayout(Path("OUT")))
     before = {k: v for k, v in _plain(asdict(cfg.dpo), "OUT").items() if k != "sft_weight"}
-    assert dpo_record(QuickstartConfig()) == before
-    rpo = QuickstartConfig()
+    assert dpo_record(QuickstartConfig(methods=["dpo"])) == before
+    rpo = QuickstartConfig(methods=["dpo"])
     rpo.dpo.sft_weight = 1.0
     assert dpo_record(rpo) == before | {"sft_weight": 1.0}
 
@@ -193,6 +195,9 @@ def test_a_recipe_field_added_later_joins_the_stage_record_only_when_set():
 def test_arith_prm_train_prompts_reach_the_build_and_join_its_record_only_when_set(monkeypatch):
     """``process.train_prompts`` (more RL prompts for the PRM's data) came after run folders recorded their arith-prm
     stage: at its default the record is the old one; set, the build samples those splits and the record says so."""
+    from copy import deepcopy
+
+    from posttrainlab.data.arith.prm_labels import ArithPRMOptions
     from posttrainlab.label import arith_prm
     from posttrainlab.quickstart import RunLayout, place
     from posttrainlab.quickstart.plan import Run, plan
@@ -204,11 +209,41 @@ def test_arith_prm_train_prompts_reach_the_build_and_join_its_record_only_when_s
         place(cfg, RunLayout(Path("OUT")))
         return next(s for s in plan(Run(cfg, RunLayout(Path("OUT")))) if s.name == "arith-prm")
 
-    old = stage(QuickstartConfig())
+    old_cfg = QuickstartConfig()  # what runs recorded before the option did: rl_train's prompts, first-error labels
+    old_cfg.process.train_prompts, old_cfg.process.labelling = ["rl_train"], ArithPRMOptions()
+    old = stage(old_cfg)
     assert set(old.settings) == {"k", "limit", "temperature", "references", "reference_limit"}
-    more = QuickstartConfig()
+    more = deepcopy(old_cfg)
     more.process.train_prompts = ["rl_train_1500", "rl_extra"]
     chosen = stage(more)
     assert chosen.settings == old.settings | {"train_prompts": ["rl_train_1500", "rl_extra"]}
+    assert set(stage(QuickstartConfig()).settings) == set(old.settings) | {"train_prompts", "labelling"}
     chosen.run()
     assert built["s"].train_prompts == ("rl_train_1500", "rl_extra")
+
+
+def test_process_orm_adds_an_outcome_model_that_scores_best_of_n_beside_the_prm(monkeypatch):
+    """``process.orm=true`` (issue #39): an ``orm`` stage, the PRM's recipe with outcome labels on the same data, and
+    best-of-N scoring its samples with both; off, the stage records are those of runs made before it existed."""
+    from posttrainlab.quickstart import RunLayout, place
+    from posttrainlab.quickstart.plan import Run, plan
+    from posttrainlab.runners import best_of_n
+
+    def stages(overrides):
+        cfg = quickstart_config("default", overrides)
+        place(cfg, RunLayout(Path("OUT")))
+        return {s.name: s for s in plan(Run(cfg, RunLayout(Path("OUT"))))}
+
+    off, on = stages([]), stages(["process.orm=true"])
+    assert "orm" not in off and list(on).index("orm") == list(on).index("best-of-n") - 1
+    orm, prm = on["orm"].settings, on["prm"].settings
+    assert (orm.supervision, prm.supervision, orm.output_dir) == ("outcome", "step", "OUT/orm")
+    assert (orm.dataset.path, orm.model) == (prm.dataset.path, prm.model)  # the same samples, the same start
+    assert on["best-of-n"].settings == off["best-of-n"].settings | {"orm": True}
+    assert on["best-of-n"].after[-1] == "orm" and "orm" not in off["best-of-n"].after
+    seen = {}
+    monkeypatch.setattr(best_of_n, "run", lambda *a, orm=None, **k: seen.setdefault("orm", orm))
+    on["best-of-n"].run()
+    assert seen["orm"] == Path("OUT/orm")
+    with pytest.raises(BadInput, match="orm=true: an ORM trains on whole solutions"):
+        quickstart_config("default", ["process.orm=true", "process.labelling.labels=first-error"])

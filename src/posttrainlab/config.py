@@ -15,6 +15,10 @@ line, and takes the line out before the fields are merged. This is the rule that
 keys alone cannot (a key a recipe class lacks is refused anyway). A file without ``kind:`` (one of your own, or a
 run's ``recipe.yaml``) is checked by its keys only; without ``kind=``, a ``kind:`` line is taken out unchecked.
 
+**Extends.** A config file may start from another: a top-level ``extends: OTHER`` (a YAML path, relative to the file
+or a shipped ``configs/...`` path, or, where the caller names a folder of presets, a preset's name) loads OTHER
+first and this file's keys over it (chains allowed, cycles refused), so a preset states only what it changes.
+
 **Values.** OmegaConf checks a value's type, not its sense: ``optim.epochs=-3`` is a float. A config class says which
 values are impossible in a ``check()`` method (``BadInput`` naming the field); ``load_config`` runs every ``check()``
 of the config and of the configs inside it (``check_settings``), so a setting no run can use (a batch size of 0, an
@@ -74,9 +78,11 @@ def load_config(
     *,
     start: T | None = None,
     kind: str | None = None,
+    presets: Path | None = None,
 ) -> T:
     """Build a ``cls`` from defaults (or the instance ``start``), then the YAML at ``path`` (``config_path``),
-    then overrides; a ``kind:`` line in the YAML must equal ``kind`` when that is given (module docstring)."""
+    then overrides; a ``kind:`` line in the YAML must equal ``kind`` when that is given, and ``extends:`` names a
+    file, or a preset in ``presets`` (module docstring)."""
     import yaml
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
@@ -90,11 +96,7 @@ def load_config(
             if not path.is_file():
                 shipped = f" here or among the shipped ones ({SHIPPED})" if path.parts[:1] == ("configs",) else ""
                 raise BadInput(f"{where}: no such config file{shipped}")
-            loaded = OmegaConf.load(path)
-            if loaded is None or not hasattr(loaded, "keys"):
-                raise BadInput(f"{where}: expected a YAML mapping of config fields")
-            _check_kind(loaded, cls, kind, where)
-            schema = OmegaConf.merge(schema, loaded)
+            schema = OmegaConf.merge(schema, _load_file(path, cls, kind, presets, (), where))
         for item in overrides or []:
             where = f"override {item!r}"
             if "=" not in item:
@@ -107,6 +109,39 @@ def load_config(
         raise BadInput(f"{where}: {config_error_line(e)}") from None
     check_settings(config)
     return config
+
+
+def _load_file(path: Path, cls: type, kind: str | None, presets: Path | None, seen: tuple[Path, ...],
+               where: str | None = None) -> Any:  # fmt: skip
+    """The YAML mapping at ``path`` (named ``where`` in errors: as the user spelled it), over the file its
+    ``extends:`` names (``Extends`` in the module docstring)."""
+    from dataclasses import fields, is_dataclass
+
+    from omegaconf import OmegaConf
+
+    where = where or str(path)
+    if path.resolve() in seen:
+        chain = " -> ".join(str(p) for p in (*seen, path.resolve()))
+        raise BadInput(f"{where}: extends itself ({chain})")
+    loaded = OmegaConf.load(path)
+    if loaded is None or not hasattr(loaded, "keys"):
+        raise BadInput(f"{where}: expected a YAML mapping of config fields")
+    _check_kind(loaded, cls, kind, where)
+    if "extends" not in loaded or (is_dataclass(cls) and "extends" in {f.name for f in fields(cls)}):
+        return loaded
+    parent = loaded.pop("extends")
+    if not isinstance(parent, str) or not parent:
+        raise BadInput(f"{where}: extends: expected a preset name or a YAML path, got {parent!r}")
+    if parent.endswith((".yaml", ".yml")):
+        beside = path.parent / parent
+        target = beside if beside.is_file() else config_path(parent)
+        if not target.is_file():
+            raise BadInput(f"{where}: extends: {parent}: no such config file")
+    elif presets is not None:
+        target = preset_file(parent, presets)
+    else:
+        raise BadInput(f"{where}: extends: {parent!r}: expected a YAML path (.yaml)")
+    return OmegaConf.merge(_load_file(target, cls, kind, presets, (*seen, path.resolve())), loaded)
 
 
 def check_settings(config: Any, prefix: str = "") -> None:

@@ -7,6 +7,8 @@ Any other exception is a bug or an environment failure and exits 1.
 
 from __future__ import annotations
 
+import math
+
 
 class PosttrainError(Exception):
     """Base class for errors the CLI reports as one line instead of a traceback."""
@@ -39,6 +41,31 @@ class EndpointError(PosttrainError):
     def __init__(self, message: str, transient: bool = False, retries: int = 0):
         self.reason, self.transient, self.retries = message, transient, retries
         super().__init__(f"{message} (after {retries + 1} tries)" if transient and retries else message)
+
+
+class Diverged(PosttrainError):
+    """A training step whose loss or gradient norm is not finite (``train.finite``): the run stops there, with no
+    model saved and no ``train_summary.json``, so nothing downstream trains or evaluates from NaN weights (exit 1)."""
+
+    exit_code = 1
+
+
+def finite(shown: str, value: float | None, *, positive: bool = False) -> None:
+    """``BadInput`` when ``value`` (``None``: not set, passes) is NaN or infinite, or with ``positive`` not above 0.
+    ``shown`` is the setting as the user spells it (``optim.learning_rate``, ``--timeout``); a flag (``--x``) is
+    shown as ``--x nan``, a key as ``key=nan``.
+
+    >>> finite("beta", 0.1, positive=True)
+    >>> finite("--timeout", float("nan"), positive=True)
+    Traceback (most recent call last):
+    ...
+    posttrainlab.errors.BadInput: --timeout nan: must be a finite number greater than 0
+    """
+    if value is None or isinstance(value, bool):
+        return
+    if not math.isfinite(value) or (positive and not value > 0):
+        text = f"{shown} {value}" if shown.startswith("--") else f"{shown}={value}"
+        raise BadInput(f"{text}: must be a finite number{' greater than 0' if positive else ''}")
 
 
 def at_least_one(flags: bool = False, **values: int | None) -> None:

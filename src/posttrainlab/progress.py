@@ -124,8 +124,8 @@ def progress_bar(enabled: bool = True, *, transient: bool = False):
 LINE_KEYS: dict[str, tuple[tuple[str, str], ...]] = {
     "sft": (("loss", "loss"), ("learning_rate", "lr"), ("grad_norm", "grad")),
     "dpo": (("loss", "loss"), ("rewards/accuracies", "acc"), ("rewards/margins", "margin"), ("learning_rate", "lr")),
-    "grpo": (("reward", "reward"), ("rewards/correctness_reward/mean", "correct"), ("kl", "kl"),
-             ("learning_rate", "lr")),
+    "grpo": (("reward", "reward"), ("rewards/correctness_reward/mean", "correct"), ("prm/score", "prm"),
+             ("exact/any_wrong_step", "wrong-step"), ("kl", "kl"), ("learning_rate", "lr")),
     "prm": (("loss", "loss"), ("learning_rate", "lr"), ("grad_norm", "grad")),
 }  # fmt: skip
 DEFAULT_KEYS = LINE_KEYS["sft"]  # pretrain and any other Trainer: loss, lr, grad

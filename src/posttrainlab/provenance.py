@@ -82,16 +82,19 @@ def versions() -> dict[str, str | None]:
 
 
 def device() -> dict[str, Any]:
-    """``device`` ("cpu" or the CUDA device's name), ``cuda`` and ``threads``: from torch if already imported."""
+    """``device`` ("cpu" or the CUDA device's name), ``cuda``, ``threads`` and ``cpu_capability`` (the vector
+    instructions ATen's CPU kernels use, AVX2 or AVX512 on x86: on one machine the two gave different pretrained
+    weights from the same seeds, where 1 or 2 threads did not; docs/experiments.md): from torch if already imported."""
     torch = sys.modules.get("torch")
     if torch is None:
-        return {"device": "cpu", "cuda": None, "threads": None}
+        return {"device": "cpu", "cuda": None, "threads": None, "cpu_capability": None}
     try:
         cuda = bool(torch.cuda.is_available())
         name = torch.cuda.get_device_name(0) if cuda else "cpu"
-        return {"device": name, "cuda": cuda, "threads": int(torch.get_num_threads())}
+        capability = torch.backends.cpu.get_cpu_capability()
+        return {"device": name, "cuda": cuda, "threads": int(torch.get_num_threads()), "cpu_capability": capability}
     except Exception:  # a half-initialised CUDA must not cost the run its outputs
-        return {"device": "cpu", "cuda": None, "threads": None}
+        return {"device": "cpu", "cuda": None, "threads": None, "cpu_capability": None}
 
 
 def provenance(seeds: dict[str, Any] | None = None, extra: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -99,7 +102,7 @@ def provenance(seeds: dict[str, Any] | None = None, extra: dict[str, Any] | None
 
     >>> p = provenance(seeds={"generation": 0})
     >>> sorted(p)
-    ['argv', 'commit', 'cuda', 'device', 'dirty', 'host', 'seeds', 'threads', 'time', 'versions']
+    ['argv', 'commit', 'cpu_capability', 'cuda', 'device', 'dirty', 'host', 'seeds', 'threads', 'time', 'versions']
     >>> p["seeds"], p["versions"]["python"] == platform.python_version()
     ({'generation': 0}, True)
     """

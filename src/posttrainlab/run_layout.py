@@ -12,11 +12,11 @@ literals, so the folder's shape is written here once (README "The main job" show
       sft/ dpo/ grpo/ …   one training run per method and seed (``sft-s1`` …), done when ``train_summary.json`` is
       eval/<method>/      greedy evaluation of each (``metrics.json``, ``samples.jsonl``)
       arith-prm/          exactly labelled policy solutions (``step/train.jsonl``, ``step/heldout.jsonl``)
-      prm/                the step PRM (``prm_config.json``)
+      prm/                the step PRM (``prm_config.json``); orm/ the outcome reward model (``process.orm``)
       prm-eval/           its held-out metrics (``metrics.json``)
       best-of-n/          ``samples.jsonl``, ``scores.jsonl``, ``bon.json``
       beam-search/        ``outcomes.jsonl``, ``beam.json``
-      report.md, report.html, report_files/
+      report.md, report.html, report_files/   (``compare.json``, ``results.json``: the headline numbers, plots)
 
 The file names each writer produces (``METRICS``, ``BON``…) are constants here too, so the writer and the
 stage that waits for it name one file. This module is on the ground floor (no imports from the package).
@@ -44,6 +44,8 @@ TRAIN_LOG = "train_log.jsonl"  # every training run's logging steps (the report'
 PRETRAIN_JSON = "pretrain.json"  # the tiny base's record (train.pretrain)
 RELIABILITY_PNG = "reliability.png"  # eval prm
 BON_PNG = "best_of_n.png"  # best-of-N
+COMPARE_JSON = "compare.json"  # report_files/: the report's paired comparisons (report.paired)
+RESULTS_JSON = "results.json"  # report_files/: the report's headline numbers (report.results)
 
 
 class Entry:
@@ -82,6 +84,7 @@ class RunLayout:
     prm_train = Entry("arith-prm", "step", "train.jsonl")
     prm_heldout = Entry("arith-prm", "step", "heldout.jsonl")
     prm = Entry("prm")
+    orm = Entry("orm")  # the outcome reward model (process.orm)
     prm_eval = Entry("prm-eval")
     best_of_n = Entry("best-of-n")
     beam_search = Entry("beam-search")

@@ -196,14 +196,15 @@ def test_quickstart_keys(tmp_path):
 
     cfg = load_config(QuickstartConfig, None, [
         "process.labelling.labels=every-step", "process.labelling.missing_answer=explicit",
-        "process.labelling.hard_negatives=[sft_extra]", "process.prm.input_format=policy",
+        "process.labelling.hard_negatives=[sft_extra]", "process.prm.input_format=policy", "process.prm.head=token-cls",
         "process.prm.head_learning_rate=0.001", "process.prm.freeze_backbone_steps=50"])  # fmt: skip
     assert cfg.process.labelling == ArithPRMOptions("every-step", "explicit", ["sft_extra"])
     prm = resolved(cfg, tmp_path / "run").process.prm
     assert prm.dataset.format == "math-shepherd" and prm.input_format == "policy"
     assert prm.dataset.path == str(tmp_path / "run" / "arith-prm" / "math_shepherd" / "train.jsonl")
     assert prm.dataset.eval_path.endswith("math_shepherd/heldout.jsonl")
-    assert resolved(QuickstartConfig(), tmp_path / "run").process.prm.dataset.path.endswith("step/train.jsonl")
+    first_error = load_config(QuickstartConfig, None, ["process.labelling.labels=first-error"])
+    assert resolved(first_error, tmp_path / "run").process.prm.dataset.path.endswith("step/train.jsonl")
 
 
 def test_cli_options(arith_dir, tiny_policy, tmp_path, capsys):

@@ -185,7 +185,9 @@ def test_png_files_beside_markdown(full_report):
     assert {"training_pretrain", "training_sft", "training_dpo", "training_grpo"} <= names
     for ref in refs:
         assert (run / ref).read_bytes().startswith(PNG_MAGIC)
-    assert sorted(p.name for p in (run / "report_files").iterdir()) == sorted(Path(r).name for r in refs)
+    pngs = sorted(p.name for p in (run / "report_files").iterdir() if p.suffix == ".png")
+    assert pngs == sorted(Path(r).name for r in refs)
+    assert (run / "report_files" / "results.json").is_file()  # the headline numbers (report.results)
 
 
 def test_html_is_self_contained(full_report):

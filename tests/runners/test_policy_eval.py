@@ -290,7 +290,8 @@ def test_end_to_end_on_tiny_model(arith, tiny, tmp_path):
     assert sum(v["n"] for v in metrics["per_category"].values()) == 20
     rows = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
     assert len(rows) == 20
-    assert set(rows[0]) == {"id", "category", "prompt", "answer", "response", "correct", "outcome", "parsed"}
+    fields = {"id", "category", "prompt", "answer", "response", "correct", "outcome", "parsed"}
+    assert set(rows[0]) == fields | {"wrong_step"}  # wrong_step: eval.trace_error (arith-v1 problems)
     # every number is the one its graded rows give, exactly
     correct = sum(r["correct"] for r in rows)
     ci95 = list(wilson_interval(correct, 20))

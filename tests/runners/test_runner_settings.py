@@ -51,9 +51,10 @@ def test_the_quickstart_holds_and_builds_the_same_classes():
 
     cfg = QuickstartConfig()
     assert isinstance(cfg.eval, PolicyEvalSettings) and isinstance(cfg.process.beam, BeamSettings)
-    assert cfg.process.best_of_n() == BestOfNSettings()  # bon_n, bon_limit, bon_temperature: the class's defaults
+    # bon_n, bon_temperature: the class's defaults; the main job's first 300 problems and min-aggregated beams
+    assert cfg.process.best_of_n() == BestOfNSettings(limit=300)
     beam = cfg.process.beam_search()
-    assert type(beam) is BeamSettings and asdict(beam) == asdict(BeamSettings())
+    assert type(beam) is BeamSettings and asdict(beam) == asdict(BeamSettings(limit=300, aggregation="min"))
     eval_ = cfg.eval.policy_settings(beta=0.3)
     assert type(eval_) is PolicyEvalSettings and eval_.beta == 0.3
     assert (eval_.split, eval_.batch_size, eval_.max_new_tokens, eval_.sample_temperature) == ("test", 64, 48, 1.0)
@@ -71,7 +72,7 @@ def test_the_quickstart_holds_and_builds_the_same_classes():
         ("process.beam.limit=3", "process.beam.limit=3: beam search runs on the best-of-N problems"),
         ("process.beam.temperature=0", "process.beam.temperature=0.0: beam search needs temperature > 0"),
         ("eval.beta=0.5", "eval.beta=0.5: the quickstart ranks a DPO policy's pairs with dpo.beta"),
-        ("eval.k=0", "eval.k=0, samples=0: need 1 <= k <= samples"),
+        ("eval.k=0", "eval.k=0, samples=2: need 1 <= k <= samples"),
     ],
 )
 def test_the_quickstart_refuses_what_its_runs_would(override, message):

@@ -68,9 +68,9 @@ def test_a_killed_study_resumes_where_it_stopped(study):
     assert done == SMOKE_STAGES[: SMOKE_STAGES.index(f"prm-{INTERRUPTED}")]
     state = json.loads((out / "run.json").read_text())
     assert [s["name"] for s in state["stages"]] == SMOKE_STAGES
-    status = {s["name"]: s["status"] for s in state["stages"]}
-    assert all(status[name] == "cached" for name in done)
-    assert all(status[name] == "done" for name in SMOKE_STAGES[len(done) :])
+    status = {s["name"]: (s["status"], s["run"]) for s in state["stages"]}
+    assert all(status[name] == ("done", 1) for name in done)  # reused: as the first invocation made them
+    assert all(status[name] == ("done", 2) for name in SMOKE_STAGES[len(done) :])
     assert f"stage 16/{len(SMOKE_STAGES)}: prm-{INTERRUPTED}" in console
     log = (out / "study.log").read_text()
     assert f"prm-{INTERRUPTED}\tinterrupted" in log and f"prm-{INTERRUPTED}\tdone" in log
@@ -166,7 +166,7 @@ def test_the_cli_prints_the_config_and_refuses_a_bad_value(capsys):
 
 def test_stage_lines_name_the_study_log(tmp_path):
     """The study's stage log is its own file, headed by the study's name."""
-    from posttrainlab.quickstart.stages import StageLog
+    from posttrainlab.quickstart.stage_log import StageLog
     from posttrainlab.study.layout import LOG
 
     StageLog(tmp_path, study_config("smoke"), ["prepare", "report"], log_name=LOG)

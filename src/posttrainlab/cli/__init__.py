@@ -5,13 +5,20 @@ transformers, TRL) are imported only inside the verbs that need them, so ``postt
 ``posttrain data …`` start in a fraction of a second.
 
 Exit codes: 0 success; 2 bad usage or bad input (one line naming the file and the fault); 1 any other
-failure; 130 interrupted (Ctrl-C), after one line saying what was kept and how to carry on.
+failure (an ``OSError`` the machine caused, a full disk say, as one line: ``os_error_line``); 130 interrupted
+(Ctrl-C), 143 terminated (SIGTERM, from ``kill``, a job scheduler or a container's stop), each after one line saying
+what was kept and how to carry on. SIGTERM takes Ctrl-C's path (``Terminated`` is a ``KeyboardInterrupt``), so every
+writer that records an interrupt (the quickstart's ``stages.json``, the run files of resumable verbs) records it too.
 """
 
 from __future__ import annotations
 
+import errno
+import os
+import signal
 import sys
 import warnings
+from contextlib import contextmanager
 
 import typer
 
@@ -40,6 +47,64 @@ INTERRUPT_KEPT = {
 }
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C's ``KeyboardInterrupt`` would be, so it takes the same path (module docstring)."""
+
+
+def _on_sigterm(signum, frame) -> None:
+    if os.getpid() != _on_sigterm.pid:  # a forked worker (a process pool): die as SIGTERM would have it
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
+    raise Terminated()
+
+
+@contextmanager
+def sigterm_as_interrupt():
+    """Inside the block SIGTERM raises ``Terminated`` in this process; the handler before it is put back after (a
+    test calling ``main`` in-process keeps its own). Main thread only, where Python runs signal handlers."""
+    _on_sigterm.pid = os.getpid()
+    try:
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    except ValueError:  # not the main thread (main() called from a thread): leave SIGTERM as it is
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def interrupted(exc: BaseException, args: list[str]) -> int:
+    """Print the one line of an interrupt (Ctrl-C or SIGTERM) and return its exit code (130, or 143)."""
+    line = interrupt_message(args)
+    if isinstance(exc, Terminated):
+        print(line.replace("interrupted;", "terminated (SIGTERM);", 1), file=sys.stderr)
+        return 128 + signal.SIGTERM
+    print(line, file=sys.stderr)
+    return 130
+
+
+#: an OSError the machine or the file system caused, not the program: one line, not a traceback (exit 1)
+MACHINE_ERRNOS = frozenset(
+    getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "EROFS", "EIO", "EFBIG", "EMFILE", "ENFILE", "ENOMEM")
+    if hasattr(errno, name)
+)  # fmt: skip
+
+
+def os_error_line(e: OSError) -> str:
+    """The one line of a machine ``OSError``: what failed, on which file, and that finished outputs are kept.
+
+    >>> os_error_line(OSError(28, "No space left on device", "data/.x.tmp"))  # doctest: +ELLIPSIS
+    'posttrain: error: data/.x.tmp: No space left on device (errno 28); outputs written before it are kept ...'
+    """
+    where = f"{e.filename}: " if e.filename else ""
+    return (
+        f"posttrain: error: {where}{e.strerror or e} (errno {e.errno}); outputs written before it are kept (every "
+        "file is renamed into place only once complete); fix the cause (free space...) and run the same command again"
+    )
+
+
 def interrupt_message(args: list[str]) -> str:
     """The one line printed on Ctrl-C: what was kept and how to carry on, for the command in ``args``.
 
@@ -66,9 +131,8 @@ class _InterruptibleGroup(typer.core.TyperGroup):
         args = [*getattr(ctx, "_protected_args", []), *ctx.args]  # click empties both while it dispatches
         try:
             return super().invoke(ctx)
-        except KeyboardInterrupt:
-            print(interrupt_message(args), file=sys.stderr)
-            raise typer.Exit(130) from None
+        except KeyboardInterrupt as e:
+            raise typer.Exit(interrupted(e, args)) from None
 
 
 app = typer.Typer(
@@ -131,7 +195,8 @@ def main(argv: list[str] | None = None) -> None:
     # checkpoint save that no user of this CLI can act on
     warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
     try:
-        code = app(args=argv, prog_name="posttrain", standalone_mode=False)
+        with sigterm_as_interrupt():  # SIGTERM takes Ctrl-C's path (module docstring)
+            code = app(args=argv, prog_name="posttrain", standalone_mode=False)
     except PosttrainError as e:
         print(f"posttrain: error: {e}", file=sys.stderr)
         raise SystemExit(e.exit_code) from None
@@ -144,8 +209,12 @@ def main(argv: list[str] | None = None) -> None:
     except typer.Abort:
         print("Aborted!", file=sys.stderr)
         raise SystemExit(1) from None
-    except KeyboardInterrupt:  # outside a verb (while parsing flags, say)
-        print(interrupt_message(list(sys.argv[1:] if argv is None else argv)), file=sys.stderr)
-        raise SystemExit(130) from None
+    except KeyboardInterrupt as e:  # outside a verb (while parsing flags, say)
+        raise SystemExit(interrupted(e, list(sys.argv[1:] if argv is None else argv))) from None
+    except OSError as e:
+        if e.errno not in MACHINE_ERRNOS:
+            raise
+        print(os_error_line(e), file=sys.stderr)
+        raise SystemExit(1) from None
     if isinstance(code, int) and code:  # typer.Exit(code), e.g. 130 after an interrupt inside a verb
         raise SystemExit(code)

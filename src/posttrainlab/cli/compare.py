@@ -8,8 +8,10 @@ A and B are ``eval policy`` folders (their ``samples.jsonl``) or JSON Lines file
 correct`` rows covering the same problems. The paired difference B − A with Newcombe's 95% interval
 and McNemar's exact p, overall and per category, come from ``posttrainlab.eval.compare``
 (docs/metrics.md "Paired comparison"); when both hold samples (``eval policy --samples K``), pass@1 and maj@K are
-paired too (``eval.sampled_compare``). An ``--out`` holding an earlier ``compare.json`` is refused unless
-``--overwrite``, as every eval verb does (``cli.options.check_results``). Nothing here imports torch.
+paired too (``eval.sampled_compare``); when both are evaluations of arith-v1 problems, trace error (a right answer
+reached through a wrong step) is paired on the problems both answer right (``eval.trace_error``). An ``--out``
+holding an earlier ``compare.json`` is refused unless ``--overwrite``, as every eval verb does
+(``cli.options.check_results``). Nothing here imports torch.
 ``register(eval_app)`` adds the verb.
 """
 
@@ -62,6 +64,30 @@ def sampled_lines(sampled: dict[str, Any] | None) -> list[str]:
     return lines
 
 
+def trace_lines(trace: dict[str, Any] | None) -> list[str]:
+    """Trace error, B − A, greedy (exact McNemar) and sampled (paired t), one line each (``eval.trace_error``).
+
+    >>> s = {"n": 6, "trace_error_a": 0.5, "trace_error_b": 0.0, "diff": -0.5, "ci": [-0.8, -0.1], "b": 3, "c": 0,
+    ...      "mcnemar_p": 0.25, "significant": False}
+    >>> print(trace_lines({"greedy": {"overall": s}, "sampled": None})[0].split("], ")[1])
+    p = 0.250: not significant at 0.05 (A 50.0%, B 0.0% with a wrong step among the 6 problems both answer right)
+    """
+    from posttrainlab.eval.compare import describe, p_value, points
+
+    if not trace:
+        return []
+    g = trace["greedy"]["overall"]
+    shares = f"A {100 * g['trace_error_a']:.1f}%, B {100 * g['trace_error_b']:.1f}%"
+    lines = [f"{describe('trace error B − A', g)} ({shares} with a wrong step among the {g['n']} problems both "
+             "answer right)"]  # fmt: skip
+    s = trace["sampled"] and trace["sampled"]["overall"]
+    if s:
+        where = f"per-problem mean over the {s['n']} problems both sample a right answer on"
+        lines.append(f"sampled trace error B − A = {points(s['diff'], s['ci'])} points, {where} (paired t-test p "
+                     f"{p_value(s['p'])})")  # fmt: skip
+    return lines
+
+
 def compare(
     a: Path = typer.Argument(..., help="A: an eval policy folder or a JSONL file of id, category, correct rows."),
     b: Path = typer.Argument(..., help="B: the same, for the same problems."),
@@ -81,6 +107,10 @@ def compare(
 
     if has_samples(a) and has_samples(b):  # both evaluated with --samples K: pass@1 and maj@K paired too
         result["sampled"] = sampled_comparison(a, b)
+    from posttrainlab.runners.compare import has_trace, trace_comparison
+
+    if has_trace(a) and has_trace(b):  # both eval policy runs on arith-v1: trace error paired too
+        result["trace_error"] = trace_comparison(a, b)
     text = json.dumps(result, indent=2, ensure_ascii=False) + "\n"
     if out is not None:
         from posttrainlab.data.atomic import write_text
@@ -94,7 +124,7 @@ def compare(
     console = Console()
     console.print(compare_table(result))
     console.print(describe("B − A overall", result["overall"]) + ". " + verdict(result), highlight=False)
-    for line in sampled_lines(result.get("sampled")):
+    for line in sampled_lines(result.get("sampled")) + trace_lines(result.get("trace_error")):
         console.print(line, highlight=False)
     if out is not None:
         console.print(f"wrote {out / 'compare.json'}", highlight=False)

@@ -3,6 +3,7 @@
     posttrain eval prm --model runs/prm --data data/arith-prm --out runs/prm/eval          # arith-prm heldout
     posttrain eval prm --model runs/prm --data SHARP-Math.jsonl --out E --threshold 0.5
     posttrain eval best-of-n --policy runs/qs/sft --prm runs/prm --data runs/qs/data/arith-v1 --out runs/bon
+    posttrain eval best-of-n --policy runs/qs/sft --prm runs/prm --orm runs/orm --data ... --out runs/bon   # + ORM
 
 Thin verbs over ``posttrainlab.runners.prm_eval.run`` and ``posttrainlab.runners.best_of_n.run`` (metrics in
 docs/prm-eval.md): each builds its settings (``runners.settings``) from its flags, whose defaults are the settings
@@ -128,7 +129,9 @@ def bon_table(b: dict):
     """Accuracy of every selector (and the oracle) at every n."""
     from rich.table import Table
 
-    table = Table(title=f"best-of-n: {b['policy']} + PRM {b['prm']} on {b['problems']} {b['split']} problems")
+    orm = b.get("orm")  # an ORM beside the PRM, or given as the PRM
+    scorers = f"ORM {orm}" if orm == b["prm"] else f"PRM {b['prm']}" + (f" + ORM {orm}" if orm else "")
+    table = Table(title=f"best-of-n: {b['policy']} + {scorers} on {b['problems']} {b['split']} problems")
     table.add_column("selector")
     for n in b["ns"]:
         table.add_column(f"n={n}", justify="right")
@@ -140,12 +143,29 @@ def bon_table(b: dict):
     return table
 
 
+def paired_lines(b: dict) -> list[str]:
+    """One line per paired comparison of ``bon.json`` (``paired``): B − A and McNemar's p at each n."""
+    from posttrainlab.eval.compare import p_value
+
+    lines = []
+    for name, pair in b.get("paired", {}).items():
+        cells = [f"n={n} {100 * s['diff']:+.1f} (p {p_value(s['mcnemar_p'])})" for n, s in pair["by_n"].items()]
+        lines.append(f"{name.replace(' vs ', ' − ')}: " + ", ".join(cells))
+    return lines
+
+
 def best_of_n(
     policy: str = POLICY,
     prm_model: str = PRM,
     data: str = PROBLEMS,
     out: Path = typer.Option(
         ..., *OUT, parser=out_folder, help="Output folder: bon.json, samples.jsonl (cache), best_of_n.png."
+    ),
+    orm: str | None = typer.Option(
+        None,
+        "--orm",
+        help="An outcome reward model (posttrain train orm) scoring the same samples: selectors orm, "
+        "orm_vote, paired with the PRM at each n; process_vs_outcome.png.",
     ),
     n: int = typer.Option(B.n, "--n", help="Samples per problem (drawn once)."),
     ns: str | None = typer.Option(
@@ -191,6 +211,8 @@ def best_of_n(
     check_threads(threads)
     check_model(policy, "--policy")
     check_prm(prm_model)  # a policy folder as --prm: refused now, not after the sampling
+    if orm is not None:
+        check_prm(orm, "--orm")  # and the runner refuses a folder that is no ORM, before it samples too
     check_data(data)
     check_ray(ray, ray_address)
     configure_threads(threads)
@@ -204,23 +226,28 @@ def best_of_n(
 
         sampler = RayBackend(policy, replicas=ray, backend=backend, address=ray_address, threads=threads,
                              batch_size=batch_size, dtype=dtype, progress=progress)  # fmt: skip
-        b = run(policy, prm_model, data, out, settings, progress=progress, backend=sampler)
+        b = run(policy, prm_model, data, out, settings, progress=progress, backend=sampler, orm=orm)
     else:
         from posttrainlab.generation.factory import policy_backend
 
         with policy_backend(policy, backend, batch_size=batch_size, dtype=dtype, threads=threads,
                             progress=progress) as sampler:  # fmt: skip
-            b = run(policy, prm_model, data, out, settings, progress=progress, backend=sampler)
+            b = run(policy, prm_model, data, out, settings, progress=progress, backend=sampler, orm=orm)
     console = Console()
     console.print(bon_table(b))
     s = b["sampling"]
     how = "reused from samples.jsonl" if s["reused_cache"] else f"sampled in {s['seconds']:.1f} s"
+    orm_s = b["scoring"].get("orm_seconds")
     console.print(
         f"{s['samples']} samples {how}; PRM scoring {b['scoring']['seconds']:.1f} s; "
-        f"single-sample accuracy {pct(b['sample_accuracy']['value'])}",
+        + ("" if orm_s is None else f"ORM scoring {orm_s:.1f} s; ")
+        + f"single-sample accuracy {pct(b['sample_accuracy']['value'])}",
         highlight=False,
     )
-    console.print(f"wrote {out / 'bon.json'}, {out / 'scores.jsonl'}, {out / 'best_of_n.png'}", highlight=False)
+    for line in paired_lines(b) if "orm" in b else []:  # PRM vs ORM (and each vs majority) at each n
+        console.print(line, highlight=False)
+    more = f", {out / 'process_vs_outcome.png'}" if "orm" in b else ""
+    console.print(f"wrote {out / 'bon.json'}, {out / 'scores.jsonl'}, {out / 'best_of_n.png'}{more}", highlight=False)
 
 
 def register(eval_app: typer.Typer) -> None:

@@ -23,12 +23,14 @@ from posttrainlab.cli.options import (
     OVERWRITE,
     THREADS,
     check_model,
+    check_out_file,
     check_results,
     check_split,
     choice,
     out_file,
     out_folder,
 )
+from posttrainlab.errors import finite
 from posttrainlab.generation.factory import POLICY_BACKENDS
 from posttrainlab.models.loading import DTYPES
 from posttrainlab.report.format import pct
@@ -147,6 +149,9 @@ def policy(
         preference_split=None if preference_split.lower() == "none" else preference_split, beta=beta,
         trust_remote_code=trust_remote_code, dtype=dtype,
     )  # fmt: skip
+    for flag, value in (("--temperature", temperature), ("--sample-temperature", sample_temperature),
+                        ("--top-p", top_p), ("--beta", beta)):  # fmt: skip
+        finite(flag, value)  # nan sampled on and wrote results (issue #42): refused before anything is written
     # every check before torch is imported (cli.options), in evaluate_policy's order: data and split, then models
     check_results(out, "metrics.json", overwrite)
     check_threads(threads)
@@ -308,7 +313,7 @@ def judge_summary(
     from posttrainlab.eval.judge_metrics import summarize_runs
 
     if out is not None:
-        check_results(out.parent, out.name, overwrite)
+        check_out_file(out, overwrite, [("the run", f) for f in files], what="eval results")
     runs = []
     for f in files:
         try:

@@ -15,7 +15,6 @@ bad row stops with exit 2, names the file and the row, and leaves nothing half-w
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Iterator
 from enum import Enum
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import Annotated, Any
 
 import typer
 
-from posttrainlab.cli.options import out_file
+from posttrainlab.cli.options import check_out_file, out_file
 from posttrainlab.data.formats import FORMATS
 from posttrainlab.errors import BadInput
 
@@ -66,14 +65,21 @@ Source = Annotated[
     typer.Argument(metavar="FILE", help="A .jsonl, .json or .parquet file, or hf://owner/name/CONFIG:SPLIT."),
 ]
 FormatOption = Annotated[FormatName, typer.Option("--format", help="The format of FILE.")]
+Overwrite = Annotated[
+    bool, typer.Option("--overwrite", help="Replace an existing --out file (never one of the inputs).")
+]
 
 
-def _convert(source: str, out: Path, convert: Callable[[Iterable[dict]], Iterable[dict]]) -> None:
-    """Stream ``source`` through ``convert`` into ``out``; a bad row is ``BadInput``, nothing is written."""
+def _convert(
+    source: str, out: Path, convert: Callable[[Iterable[dict]], Iterable[dict]], overwrite: bool, flag: str = "FILE"
+) -> None:  # fmt: skip
+    """Stream ``source`` through ``convert`` into ``out``; a bad row is ``BadInput``, nothing is written. ``out`` is
+    never ``source``, and an existing ``out`` is replaced only with ``overwrite`` (``options.check_out_file``)."""
     from posttrainlab.data.formats.readers import iter_rows
     from posttrainlab.data.formats.schema import RowError
     from posttrainlab.data.formats.writers import write_rows
 
+    check_out_file(out, overwrite, {flag: source})
     try:
         n = write_rows(out, convert(iter_rows(source)))
     except RowError as e:
@@ -93,11 +99,12 @@ def convert_sharp(
         str, typer.Option("--span", help="SHARP span view: question, model_answer, hallucination_annotation.")
     ],
     out: Out,
+    overwrite: Overwrite = False,
 ) -> None:
     """SHARP span view -> step view (the card): 0 where a <HAL> span touches a step; cut after the first 0."""
     from posttrainlab.data.formats.sharp import convert_span_rows
 
-    _convert(span, out, convert_span_rows)
+    _convert(span, out, convert_span_rows, overwrite, "--span")
 
 
 @convert_app.command("math-shepherd")
@@ -108,6 +115,7 @@ def convert_math_shepherd(
         typer.Option("--to", help="step (cut at the first error), list (prompt/completions/labels) or ki (ки text)."),
     ],
     out: Out,
+    overwrite: Overwrite = False,
 ) -> None:
     """Math-Shepherd rows (list form or ки text, read per row) -> step view, list form or ки text."""
     from posttrainlab.data.formats import math_shepherd as ms
@@ -117,7 +125,7 @@ def convert_math_shepherd(
         "list": ms.as_list_form,
         "ki": lambda row: ms.to_ki(ms.as_list_form(row)),
     }
-    _convert(source, out, _per_row(convert[to.value]))
+    _convert(source, out, _per_row(convert[to.value]), overwrite)
 
 
 @convert_app.command("step")
@@ -125,12 +133,13 @@ def convert_step(
     source: Source,
     to: Annotated[StepTarget, typer.Option("--to", help="math-shepherd (list form) or processbench.")],
     out: Out,
+    overwrite: Overwrite = False,
 ) -> None:
     """Step view -> Math-Shepherd list form or ProcessBench (both lossless)."""
     from posttrainlab.data.formats.math_shepherd import step_to_ms
     from posttrainlab.data.formats.processbench import step_to_pb
 
-    _convert(source, out, _per_row(step_to_ms if to == StepTarget.math_shepherd else step_to_pb))
+    _convert(source, out, _per_row(step_to_ms if to == StepTarget.math_shepherd else step_to_pb), overwrite)
 
 
 @convert_app.command("processbench")
@@ -141,6 +150,7 @@ def convert_processbench(
     neutral: Annotated[
         int, typer.Option("--neutral", min=0, max=1, help="Step label of a neutral (0) PRM800K rating.")
     ] = 1,
+    overwrite: Overwrite = False,
 ) -> None:
     """ProcessBench rows or PRM800K-style ratings -> step view (cut at the first error) or ProcessBench."""
     from posttrainlab.data.formats import processbench as pb
@@ -156,7 +166,7 @@ def convert_processbench(
             raise ValueError(reason)
         return dict(row)
 
-    _convert(source, out, _per_row(to_step if to == ProcessBenchTarget.step else to_pb))
+    _convert(source, out, _per_row(to_step if to == ProcessBenchTarget.step else to_pb), overwrite)
 
 
 @convert_app.command("mc-value")
@@ -168,14 +178,15 @@ def convert_mc_value(
         bool,
         typer.Option("--unsorted", help="Rows of a trace may be scattered: group in memory, not as a stream."),
     ] = False,
+    overwrite: Overwrite = False,
 ) -> None:
     """Polaris MC prefix rows <-> traces with one value per step."""
     from posttrainlab.data.formats.mc_value import group_traces, ungroup_traces
 
     if to == McTarget.traces:
-        _convert(source, out, lambda rows: group_traces(rows, contiguous=not unsorted))
+        _convert(source, out, lambda rows: group_traces(rows, contiguous=not unsorted), overwrite)
     else:
-        _convert(source, out, ungroup_traces)
+        _convert(source, out, ungroup_traces, overwrite)
 
 
 def validate(
@@ -247,7 +258,9 @@ def stats(
     except RowError as e:
         raise BadInput(f"{source}: row {e.index}: {e.reason} (see `posttrain data validate`)") from None
     if as_json:
-        typer.echo(json.dumps(result))
+        from posttrainlab.data.jsonl import strict_json
+
+        typer.echo(strict_json(result))
         return
     from rich.console import Console
     from rich.table import Table
@@ -277,6 +290,7 @@ def join(
         Path | None, typer.Option("--out", parser=out_file, help="Also write the joined rows (.jsonl or .parquet).")
     ] = None,
     text_only: Annotated[bool, typer.Option("--text-only", help="Check questions and steps, not labels.")] = False,
+    overwrite: Overwrite = False,
 ) -> None:
     """Read a SHARP step file and its span file by position; check each pair is the same solution."""
     from posttrainlab.data.formats.readers import iter_rows
@@ -284,6 +298,8 @@ def join(
     from posttrainlab.data.formats.sharp import join_record, join_step_span
     from posttrainlab.data.formats.writers import write_rows
 
+    if out is not None:
+        check_out_file(out, overwrite, {"--step": step, "--span": span})
     bad = count = 0
 
     def joined() -> Iterator[dict]:

@@ -22,7 +22,8 @@ before torch is imported (docs/design.md "CLI contract" and "Layers"; the names 
   verb's results file unless ``--overwrite`` (``OVERWRITE``). It lives here, in the CLI layer, on purpose: the
   library functions (``runners.policy.evaluate_policy``, ``runners.prm_eval.run``, ``runners.best_of_n.run``) keep
   replacing their outputs, which the quickstart relies on (it skips a stage whose metrics exist and calls the
-  library for the others).
+  library for the others). A verb that writes one file (``data convert``, ``data join``, ``eval judge-summary``)
+  applies ``check_out_file``: that rule, and never onto a file it reads, however spelled (issue #42).
 """
 
 from __future__ import annotations
@@ -164,18 +165,30 @@ PRM = typer.Option(..., "--prm", help="PRM folder (posttrain train prm) or Hub i
 PROBLEMS = typer.Option(..., *DATA, help="arith-v1 folder (DIR or DIR:SPLIT; default split test) or file.")
 
 
-def check_results(out: Path, results: str | tuple[str, ...], overwrite: bool) -> None:
+def check_results(
+    out: Path, results: str | tuple[str, ...], overwrite: bool, *, what: str = "eval results"
+) -> None:  # fmt: skip
     """``BadInput`` when ``out`` holds one of the ``results`` files and ``overwrite`` is off: say which, when it was
     written and what to do (the one overwrite rule of every verb that writes results)."""
     names = (results,) if isinstance(results, str) else results
-    found = [Path(out) / name for name in names if (Path(out) / name).is_file()]
+    found = [Path(out) / name for name in names if (Path(out) / name).exists()]
     if overwrite or not found:
         return
     when = datetime.fromtimestamp(found[0].stat().st_mtime).strftime("%Y-%m-%d %H:%M")
     raise BadInput(
-        f"{out} already holds eval results ({found[0].name} from {when}); pass --overwrite to replace them, "
+        f"{out} already holds {what} ({found[0].name} from {when}); pass --overwrite to replace them, "
         "or choose another --out"
     )
+
+
+def check_out_file(out: Path, overwrite: bool, inputs, *, what: str = "a file") -> None:
+    """The one rule of every verb that writes one file (``data convert``, ``data join``, ``eval judge-summary``):
+    never onto one of its ``inputs`` (``{"--span": path}``), however spelled and ``--overwrite`` or not
+    (``data.atomic.check_not_input``); an existing file only with ``--overwrite`` (``check_results``)."""
+    from posttrainlab.data.atomic import check_not_input
+
+    check_not_input(out, inputs)
+    check_results(out.parent, out.name, overwrite, what=what)
 
 
 __all__ = [
@@ -192,6 +205,7 @@ __all__ = [
     "check_data",
     "check_model",
     "check_out",
+    "check_out_file",
     "check_prm",
     "check_results",
     "check_split",

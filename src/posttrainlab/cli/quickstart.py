@@ -15,10 +15,16 @@ def quickstart(
     ),
     preset: str = typer.Option(
         "default",
-        help="default (tuned; on 2 cores ~29 min the first run, ~15 min with the base cached), smoke (a few minutes), "
-        "smollm2 (the real model, ~21 min; README), effects (what each method adds), stable (a base and SFT stable "
-        "across seeds), scarce (RFT where SFT data are scarce): configs/quickstart/NAME.yaml; or a preset YAML file "
-        "of your own.",
+        help="default (the main job; on 2 cores ~30 min the first run, ~18 min with the base cached), scarce (RFT "
+        "where SFT data are scarce, ~25 min), smoke (the same stages in a few minutes), smollm2 (the real model, "
+        "~21 min): configs/quickstart/NAME.yaml; or a preset YAML file of your own (`extends: NAME` starts it from a "
+        "preset).",
+    ),
+    no_rerun: bool = typer.Option(
+        False,
+        "--no-rerun",
+        help="Refuse, instead of running them again, finished stages whose outputs were changed "
+        "or deleted since (and the stages that read them).",
     ),
     print_config: bool = typer.Option(
         False, "--print-config", help="Print the resolved config as YAML and exit (nothing is run or written)."
@@ -28,8 +34,9 @@ def quickstart(
     ),
     overrides: list[str] = typer.Argument(None, help="key=value overrides, e.g. sft.optim.epochs=1."),
 ) -> None:
-    """prepare arith-v1 → pretrain the tiny base (cached) → SFT → eval → DPO, DPO on sampled pairs, GRPO → eval →
-    arith-prm → PRM → PRM eval → best-of-N → beam search → report (README, "The main job").
+    """prepare arith-v1 → pretrain the tiny base (cached) → SFT → eval → RFT and its more-training control → eval
+    (greedy, pass@1, maj@8) → arith-prm → PRM → PRM eval → best-of-N → beam search → report (README, "The main
+    job").
 
     Each stage prints ``stage i/M: NAME`` and its time; ``OUT/quickstart.log`` gets a line at each start and end.
     """
@@ -46,9 +53,9 @@ def quickstart(
         return
     quiet_libraries(verbose)
     console = Console()
-    html = run_quickstart(out, cfg, console)
+    html = run_quickstart(out, cfg, console, rerun=not no_rerun)
     md = html.with_suffix(".md")
-    console.print(_section(md.read_text(encoding="utf-8"), "## Overall accuracy") if md.is_file() else "")
+    console.print(_section(md.read_text(encoding="utf-8"), "## Results") if md.is_file() else "")
     console.print(f"report: {md} and {html}")
 
 

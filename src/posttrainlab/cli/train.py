@@ -1,4 +1,7 @@
-"""``posttrain train {sft,dpo,grpo,rft,prm} --config FILE.yaml [--resume | --overwrite] [--print-config] [key=value]``.
+"""``posttrain train {sft,dpo,grpo,rft,prm,orm} --config FILE.yaml [--resume | --overwrite] [--print-config] [k=v]``.
+
+``train orm`` is ``train prm`` (a ``kind: prm`` recipe, the PRM trainer) that refuses a recipe whose ``supervision``
+is not an outcome reward model's (``outcome`` | ``outcome-last``; configs/prm/orm.yaml).
 
 A run whose output_dir holds an earlier run resumes from its last checkpoint and says so in one line. When the
 earlier run's ``recipe.yaml`` differs in more than its length (``optim.max_steps``, ``optim.epochs``; see
@@ -22,7 +25,7 @@ import typer
 from posttrainlab.cli.options import choice
 from posttrainlab.errors import BadInput
 from posttrainlab.generation.factory import POLICY_BACKENDS
-from posttrainlab.train.prm_recipe import FORMATS, HEADS, SUPERVISION
+from posttrainlab.train.prm_recipe import FORMATS, HEADS, OUTCOME_SUPERVISION, SUPERVISION
 
 train_app = typer.Typer(
     help="Post-train a policy with SFT, DPO, GRPO or RFT (on TRL), or train a process reward model.",
@@ -119,6 +122,7 @@ def _run(method: str, config: Path, overrides: list[str] | None, resume: bool, o
     how = existing(resume, overwrite)
     if backend != "transformers" and method not in SAMPLING_METHODS:
         raise BadInput(f"--backend {backend}: train {method} samples nothing (it is for {', '.join(SAMPLING_METHODS)})")
+    verb, method = method, TRAINER.get(method, method)  # train orm: the PRM trainer and its recipe
     if method == "prm":
         from posttrainlab.train.prm_recipe import PRMRecipe as recipe_class
     else:
@@ -126,6 +130,9 @@ def _run(method: str, config: Path, overrides: list[str] | None, resume: bool, o
 
         recipe_class = RECIPES[method]
     recipe = load_config(recipe_class, config, overrides, kind=method)
+    if verb == "orm" and recipe.supervision not in OUTCOME_SUPERVISION:
+        raise BadInput(f"train orm: supervision {recipe.supervision} trains a PRM; an ORM needs supervision "
+                       f"{' or '.join(OUTCOME_SUPERVISION)} (configs/prm/orm.yaml or supervision=outcome)")  # fmt: skip
     if show:
         typer.echo(f"kind: {method}\n" + to_yaml(recipe), nl=False)
         return
@@ -146,7 +153,7 @@ def _run(method: str, config: Path, overrides: list[str] | None, resume: bool, o
                         trust_remote_code=recipe.trust_remote_code) as sampler:  # fmt: skip
         for k, run in enumerate(runs):
             out = train(run, existing=how, **({} if sampler is None else {"backend": sampler}))  # writes recipe.yaml
-            typer.echo(f"{method}: model saved to {out}" + (f" (seed {k + 1}/{seeds}, optim.seed {run.optim.seed})"
+            typer.echo(f"{verb}: model saved to {out}" + (f" (seed {k + 1}/{seeds}, optim.seed {run.optim.seed})"
                                                             if seeds > 1 else ""))  # fmt: skip
 
 
@@ -163,7 +170,11 @@ VERBS = {
     "rft": "Rejection-sampling fine-tuning (expert iteration): keep the policy's right answers (or exactly right "
     "steps).",
     "prm": PRM_HELP,
+    "orm": "Outcome reward model: train prm with outcome labels (supervision outcome | outcome-last; "
+    "configs/prm/orm.yaml; docs/process-vs-outcome.md), scored by its last step wherever a PRM is taken.",
 }
+#: verbs that run another method's trainer and recipe kind
+TRAINER = {"orm": "prm"}
 
 
 def _verb(method: str) -> None:

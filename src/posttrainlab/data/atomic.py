@@ -62,6 +62,32 @@ def check_writable(path: str | os.PathLike, *, file: bool = False) -> Path:
     return path
 
 
+def same_path(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    """Whether ``a`` and ``b`` name one file or folder, however spelled (``x``, ``./x/``, a link to it, ``~/x``).
+
+    Both existing: ``os.path.samefile`` (links and hard links too); otherwise their resolved absolute paths.
+
+    >>> same_path("runs/x", "./runs//x/"), same_path("runs/x", "runs/y")
+    (True, False)
+    """
+    a, b = Path(a).expanduser(), Path(b).expanduser()
+    try:
+        if a.exists() and b.exists():
+            return os.path.samefile(a, b)
+    except OSError:
+        pass
+    return a.resolve() == b.resolve()
+
+
+def check_not_input(out: str | os.PathLike, inputs, *, flag: str = "--out") -> None:
+    """``BadInput`` when the output ``out`` is one of ``inputs`` (``{"--span": path}``, or ``(name, path)`` pairs;
+    ``None`` and ``hf://`` paths are skipped), however spelled: a command never writes over what it reads,
+    ``--overwrite`` or not."""
+    for name, path in inputs.items() if isinstance(inputs, dict) else inputs:
+        if path is not None and not str(path).startswith("hf://") and same_path(out, path):
+            raise BadInput(f"{flag} {out}: the same place as {name} {path}; a command never writes over what it reads")
+
+
 def check_output_folder(out: str | os.PathLike, is_own: Callable[[str], bool], *, what: str) -> Path:
     """``out`` when it is absent, holds no file, or only files ``is_own`` accepts; else ``BadInput``.
 

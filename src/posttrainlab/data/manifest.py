@@ -1,7 +1,9 @@
 """``manifest.json``: the SHA-256 and record count of every file of a dataset folder.
 
 Every load of a manifest-backed dataset re-hashes the file it reads and refuses one whose hash
-differs (docs/design.md "Reliability conventions"); ``posttrain data verify DIR`` checks them all.
+differs (docs/design.md "Reliability conventions"); ``posttrain data verify DIR`` checks them all, record counts
+too. A manifest is read only with every path inside its folder: an absolute path or one with ``..`` is refused
+(``load_manifest``), so a manifest cannot make the lab hash, read or card a file outside the dataset (issue #42).
 """
 
 from __future__ import annotations
@@ -40,7 +42,9 @@ def file_entry(path: str | os.PathLike) -> dict[str, Any]:
 
 def manifest_text(manifest: dict[str, Any]) -> str:
     """The canonical byte form of a manifest (indent 2, keys in insertion order, final newline)."""
-    return json.dumps(manifest, indent=2, ensure_ascii=False) + "\n"
+    from posttrainlab.data.jsonl import strict_json
+
+    return strict_json(manifest, indent=2, ensure_ascii=False) + "\n"
 
 
 def has_manifest(root: str | os.PathLike) -> bool:
@@ -58,7 +62,24 @@ def load_manifest(root: str | os.PathLike) -> dict[str, Any]:
         raise BadInput(f"{path}: not valid JSON ({e})") from None
     if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
         raise BadInput(f"{path}: not a manifest (no 'files' mapping)")
+    outside = [rel for rel in manifest["files"] if not inside(rel)]
+    if outside:
+        raise BadInput(f"{path}: file {outside[0]!r} is outside {root} (an absolute path or one with '..'); refused")
     return manifest
+
+
+def inside(rel: str) -> bool:
+    """Whether a manifest's path stays inside its folder: relative, no ``..``, not empty.
+
+    >>> inside("eval/test.jsonl"), inside("../../etc/hostname"), inside("/etc/hostname"), inside("a/../../b")
+    (True, False, False, False)
+    """
+    from pathlib import PurePosixPath, PureWindowsPath
+
+    if not isinstance(rel, str) or not rel.strip() or PureWindowsPath(rel).drive:
+        return False
+    path = PurePosixPath(rel.replace("\\", "/"))
+    return not path.is_absolute() and ".." not in path.parts
 
 
 @dataclass(frozen=True)
@@ -72,14 +93,17 @@ class FileProblem:
         return f"{self.path}: {self.fault}"
 
 
-def check_file(root: str | os.PathLike, rel: str, entry: dict[str, Any]) -> FileProblem | None:
-    """Compare one file with its manifest entry; ``None`` when hash (and record count) match."""
+def check_file(root: str | os.PathLike, rel: str, entry: dict[str, Any], records: bool = False) -> FileProblem | None:
+    """Compare one file with its manifest entry; ``None`` when its hash matches (and with ``records``, its count of
+    records: ``data verify`` reads each file once more for it, a load does not)."""
     path = Path(root) / rel
     if not path.is_file():
         return FileProblem(path, "listed in manifest.json but missing")
     found = sha256_file(path)
     if found != entry.get("sha256"):
         return FileProblem(path, f"checksum mismatch: expected sha256 {entry.get('sha256')}, found {found}")
+    if records and "records" in entry and (counted := count_records(path)) != entry["records"]:
+        return FileProblem(path, f"record count mismatch: {MANIFEST} says {entry['records']}, the file holds {counted}")
     return None
 
 
@@ -96,11 +120,12 @@ def verify_file(root: str | os.PathLike, rel: str, manifest: dict[str, Any] | No
 
 
 def verify_dir(root: str | os.PathLike) -> list[FileProblem]:
-    """Every file listed in ``root/manifest.json`` that is missing or differs (empty when all match)."""
+    """Every file listed in ``root/manifest.json`` that is missing or differs in hash or record count (empty when all
+    match)."""
     manifest = load_manifest(root)
     problems = []
     for rel, entry in manifest["files"].items():
-        problem = check_file(root, rel, entry)
+        problem = check_file(root, rel, entry, records=True)
         if problem is not None:
             problems.append(problem)
     return problems

@@ -8,7 +8,18 @@ For every n' in ``ns`` each selector picks one of the **first n'** samples of a 
 - ``majority``: the most frequent parsed answer (self-consistency; Wang et al. 2023);
 - ``prm_vote``: PRM-weighted vote: each answer's weight is the sum of its samples' aggregated scores,
   with the aggregation ``vote_aggregation`` (default ``min``), recorded in ``bon.json``;
+- ``orm`` / ``orm_vote`` (when an outcome reward model scored the same samples, ``Candidates.orm_scores``):
+  the sample with the highest ORM score (its last step's, the ORM's reading: docs/process-vs-outcome.md), and
+  the ORM-weighted vote (weights: the ORM scores). Without a PRM (an ORM given as the PRM) the ``prm_*``
+  selectors are absent and ``majority``, ``orm``, ``orm_vote`` remain;
 - ``oracle`` (reference, not a selector): pass@n', whether any of the first n' samples is correct.
+
+**Paired at each n'** (``paired_by_n``): every n' reuses the first n' of the same samples, so two selectors are
+compared problem by problem at each n' (``eval.compare.pair_stats``: B − A, Newcombe's paired 95% interval,
+McNemar's exact test). The pairs (``comparison_pairs``): the PRM against the ORM (``prm_<vote_aggregation>``
+against ``orm``, ``prm_vote`` against ``orm_vote``) when both scored, and each model's pick against ``majority``.
+The PRM's solution score there is the vote's aggregation (``vote_aggregation``): one knob for how a PRM scores a
+solution, chosen before the run, never the best curve after it.
 
 **Tie rules** (every selector is deterministic): a PRM selector takes the lowest sample index among
 equal aggregated scores. A vote counts only samples whose answer is in the required form (grader
@@ -32,9 +43,11 @@ from typing import Any
 from posttrainlab.errors import BadInput
 from posttrainlab.eval.aggregation import AGGREGATIONS, aggregate
 from posttrainlab.eval.intervals import proportion
-from posttrainlab.eval.within_problem import within_problem_by_aggregation
+from posttrainlab.eval.within_problem import within_problem, within_problem_by_aggregation
 
 SELECTORS = tuple(f"prm_{a}" for a in AGGREGATIONS) + ("majority", "prm_vote")
+#: the selectors of an outcome reward model scoring the same samples (``Candidates.orm_scores``)
+ORM_SELECTORS = ("orm", "orm_vote")
 
 
 def argmax_first(values: Sequence[float]) -> int:
@@ -83,15 +96,28 @@ def vote(answers: Sequence[int | None], weights: Sequence[float] | None = None) 
 @dataclass(frozen=True)
 class Candidates:
     """The samples of one problem: graded correct or not, parsed answer (``None``: none in the required
-    form) and per-step PRM scores, in sample order."""
+    form), per-step PRM scores (``None``: no PRM scored them) and an ORM's score of each (``None``: no ORM), in
+    sample order."""
 
     correct: Sequence[bool]
     answers: Sequence[int | None]
-    step_scores: Sequence[Sequence[float]]
+    step_scores: Sequence[Sequence[float]] | None
+    orm_scores: Sequence[float] | None = None
 
     def __post_init__(self):
-        if not len(self.correct) == len(self.answers) == len(self.step_scores):
-            raise ValueError("correct, answers and step_scores must have one entry per sample")
+        n = len(self.correct)
+        if len(self.answers) != n or any(s is not None and len(s) != n for s in (self.step_scores, self.orm_scores)):
+            raise ValueError("correct, answers, step_scores and orm_scores must have one entry per sample")
+
+    @property
+    def selectors(self) -> tuple[str, ...]:
+        """The selectors these samples allow, in report order.
+
+        >>> Candidates([True], [1], [[0.5]], [0.7]).selectors[-3:], Candidates([True], [1], None, [0.7]).selectors
+        (('prm_vote', 'orm', 'orm_vote'), ('majority', 'orm', 'orm_vote'))
+        """
+        prm = SELECTORS if self.step_scores is not None else ("majority",)
+        return prm + (ORM_SELECTORS if self.orm_scores is not None else ())
 
 
 def select(c: Candidates, n: int, selector: str, vote_aggregation: str = "min") -> int:
@@ -105,20 +131,76 @@ def select(c: Candidates, n: int, selector: str, vote_aggregation: str = "min") 
     """
     if not 1 <= n <= len(c.correct):
         raise ValueError(f"n={n}: need 1 <= n <= {len(c.correct)} samples")
+    if selector not in (*SELECTORS, *ORM_SELECTORS):
+        raise ValueError(f"unknown selector {selector!r}; choose one of {', '.join((*SELECTORS, *ORM_SELECTORS))}")
+    if selector not in c.selectors:
+        raise ValueError(
+            f"selector {selector}: no {'ORM' if selector in ORM_SELECTORS else 'PRM'} scored these samples"
+        )
     if selector.startswith("prm_") and selector[4:] in AGGREGATIONS:
         return argmax_first([aggregate(s, selector[4:]) for s in c.step_scores[:n]])
+    if selector == "orm":
+        return argmax_first(list(c.orm_scores[:n]))
     if selector == "majority":
         chosen = vote(c.answers[:n])
     elif selector == "prm_vote":
         chosen = vote(c.answers[:n], [aggregate(s, vote_aggregation) for s in c.step_scores[:n]])
-    else:
-        raise ValueError(f"unknown selector {selector!r}; choose one of {', '.join(SELECTORS)}")
+    else:  # orm_vote
+        chosen = vote(c.answers[:n], list(c.orm_scores[:n]))
     return 0 if chosen is None else chosen
 
 
 def selections(c: Candidates, ns: Sequence[int], vote_aggregation: str = "min") -> dict[str, dict[str, int]]:
-    """``{selector: {str(n): chosen index}}`` for one problem."""
-    return {s: {str(n): select(c, n, s, vote_aggregation) for n in ns} for s in SELECTORS}
+    """``{selector: {str(n): chosen index}}`` for one problem, every selector it allows (``Candidates.selectors``)."""
+    return {s: {str(n): select(c, n, s, vote_aggregation) for n in ns} for s in c.selectors}
+
+
+def comparison_pairs(selectors: Sequence[str], vote_aggregation: str = "min") -> list[tuple[str, str]]:
+    """The ``(A, B)`` selector pairs compared at each n (module docstring), B − A.
+
+    >>> comparison_pairs(SELECTORS + ORM_SELECTORS)
+    [('orm', 'prm_min'), ('orm_vote', 'prm_vote'), ('majority', 'prm_min'), ('majority', 'orm')]
+    >>> comparison_pairs(("majority", "orm", "orm_vote"))
+    [('majority', 'orm'), ('majority', 'orm_vote')]
+    """
+    prm, has_orm = f"prm_{vote_aggregation}", "orm" in selectors
+    if prm in selectors and has_orm:
+        return [("orm", prm), ("orm_vote", "prm_vote"), ("majority", prm), ("majority", "orm")]
+    if prm in selectors:
+        return [("majority", prm), ("majority", "prm_vote")]
+    return [("majority", "orm"), ("majority", "orm_vote")] if has_orm else []
+
+
+def paired_by_n(
+    problems: Sequence[Candidates],
+    ns: Sequence[int],
+    pairs: Sequence[tuple[str, str]],
+    vote_aggregation: str = "min",
+    picks: Sequence[dict[str, dict[str, int]]] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """``{"B vs A": {"a", "b", "by_n": {str(n): pair_stats}}}``: at each n, whether A's and B's picks are right,
+    problem by problem (``eval.compare.pair_stats``: B − A, its paired 95% interval, McNemar's exact p).
+
+    ``picks``: ``selections`` of each problem when already made.
+
+    >>> a = Candidates([False, True], [4, 5], [[0.9], [0.4]], [0.1, 0.8])
+    >>> r = paired_by_n([a], [2], [("orm", "prm_min")])["prm_min vs orm"]["by_n"]["2"]
+    >>> r["acc_a"], r["acc_b"], r["b"], r["c"], r["mcnemar_p"]
+    (1.0, 0.0, 1, 0, 1.0)
+    """
+    from posttrainlab.eval.compare import pair_stats
+
+    if picks is None:
+        picks = [selections(c, ns, vote_aggregation) for c in problems]
+    out: dict[str, dict[str, Any]] = {}
+    for a, b in pairs:
+        by_n = {}
+        for n in ns:
+            k = str(n)
+            by_n[k] = pair_stats([(bool(c.correct[p[a][k]]), bool(c.correct[p[b][k]]))
+                                  for c, p in zip(problems, picks, strict=True)])  # fmt: skip
+        out[f"{b} vs {a}"] = {"a": a, "b": b, "by_n": by_n}
+    return out
 
 
 def best_of_n_metrics(
@@ -134,9 +216,12 @@ def best_of_n_metrics(
     """
     if not problems:
         raise ValueError("no problems")
+    names = problems[0].selectors
+    if any(c.selectors != names for c in problems):
+        raise ValueError("every problem needs the same scorers (PRM, ORM)")
     picks = [selections(c, ns, vote_aggregation) for c in problems]
     out: dict[str, Any] = {"selectors": {}, "oracle": {}}
-    for s in SELECTORS:
+    for s in names:
         out["selectors"][s] = {
             str(n): proportion(
                 sum(bool(c.correct[p[s][str(n)]]) for c, p in zip(problems, picks, strict=True)), len(problems)
@@ -147,11 +232,15 @@ def best_of_n_metrics(
         out["oracle"][str(n)] = proportion(sum(any(c.correct[:n]) for c in problems), len(problems))
     n_samples = sum(len(c.correct) for c in problems)
     out["sample_accuracy"] = proportion(sum(sum(map(bool, c.correct)) for c in problems), n_samples)
-    out["within_problem"] = within_problem_by_aggregation(  # right vs wrong samples of one problem, all N of them
-        [i for i, c in enumerate(problems) for _ in c.correct],
-        [bool(x) for c in problems for x in c.correct],
-        [s for c in problems for s in c.step_scores],
-    )
+    groups = [i for i, c in enumerate(problems) for _ in c.correct]
+    right = [bool(x) for c in problems for x in c.correct]
+    if problems[0].step_scores is not None:  # right vs wrong samples of one problem, all N of them
+        out["within_problem"] = within_problem_by_aggregation(
+            groups, right, [s for c in problems for s in c.step_scores]
+        )
+    if problems[0].orm_scores is not None:
+        out["orm_within_problem"] = within_problem(groups, right, [s for c in problems for s in c.orm_scores]).as_dict()
+    out["paired"] = paired_by_n(problems, ns, comparison_pairs(names, vote_aggregation), vote_aggregation, picks)
     return out
 
 
@@ -192,11 +281,14 @@ def vote_answer(sample: dict) -> int | None:
 
 __all__ = [
     "AGGREGATIONS",
+    "ORM_SELECTORS",
     "SELECTORS",
     "Candidates",
     "aggregate",
     "argmax_first",
     "best_of_n_metrics",
+    "comparison_pairs",
+    "paired_by_n",
     "parse_ns",
     "select",
     "selections",

@@ -63,6 +63,25 @@ class ArithPRMBuild:
     trust_remote_code: bool = False
     dtype: str = "float32"
 
+    def check(self) -> None:
+        """``BadInput`` for settings no build can sample with (``build`` and the quickstart's check before any stage
+        runs apply it)."""
+        from posttrainlab.generation.sampling import check_sampling
+
+        if self.k < 1:
+            raise BadInput(f"k={self.k}: need at least one sample per problem")
+        if self.limit is not None and self.limit < 1:
+            raise BadInput(f"limit={self.limit}: must be at least 1")
+        if not self.temperature > 0:
+            raise BadInput(f"temperature={self.temperature}: arith-prm samples need temperature > 0 (to get mistakes)")
+        splits = (*self.train_prompts, *self.heldout_prompts, *self.reference_splits)
+        if "test" in splits:
+            raise BadInput("arith-prm never samples arith-v1 test prompts (best-of-N is reported on them)")
+        overlap = sorted(set(self.train_prompts) & set(self.heldout_prompts))
+        if overlap:
+            raise BadInput(f"train and held-out prompt splits overlap: {overlap}")
+        check_sampling(self.k, self.temperature, self.top_p, self.max_new_tokens)
+
 
 def build(
     policy: str | os.PathLike,
@@ -86,19 +105,7 @@ def build(
     max_new_tokens, batch_size, reference_limit = s.max_new_tokens, s.batch_size, s.reference_limit
     train_prompts, heldout_prompts, reference_splits = s.train_prompts, s.heldout_prompts, s.reference_splits
     options = (options or ArithPRMOptions()).check(heldout_prompts)
-    if k < 1:
-        raise BadInput(f"k={k}: need at least one sample per problem")
-    if limit is not None and limit < 1:
-        raise BadInput(f"limit={limit}: must be at least 1")
-    if temperature <= 0:
-        raise BadInput(f"temperature={temperature}: arith-prm samples need temperature > 0 (to get mistakes)")
-    if "test" in (*train_prompts, *heldout_prompts, *reference_splits):
-        raise BadInput("arith-prm never samples arith-v1 test prompts (best-of-N is reported on them)")
-    if set(train_prompts) & set(heldout_prompts):
-        raise BadInput(f"train and held-out prompt splits overlap: {sorted(set(train_prompts) & set(heldout_prompts))}")
-    from posttrainlab.generation.transformers_backend import check_sampling
-
-    check_sampling(k, temperature, top_p, max_new_tokens)
+    s.check()
     check_target(out)
     if backend is None:  # a missing local policy folder fails before any data is read
         from posttrainlab.models.loading import check_folder, is_local

@@ -19,6 +19,15 @@ exactly the tokens the scorer reads (``posttrainlab.prm.format.encode_solution``
    With ``supervision: step`` an MC value becomes the hard label ``V >= 0.5`` (the card's ``correct``);
    with ``soft`` a hard label is the value 0.0 or 1.0.
 
+   **Outcome labels** (``supervision: outcome | outcome-last``, an outcome reward model; ``outcome_labels``):
+   a step or Math-Shepherd row, read whole and never cut, gets its solution's final outcome, 1 when the answer
+   is right, on every step (``outcome``: Cobbe et al. 2021's value at every token, here at every separator) or
+   on its last step only (``outcome-last``; the others ``IGNORE``). The outcome is the row's ``outcome`` field
+   when it has one (arith-prm's grader verdict: ``correct`` = 1), else its last step's label (the answer step
+   of a whole solution: Math-Shepherd's and arith-prm's every-step view). A row that says it was cut
+   (``num_steps`` above its steps, as arith-prm's first-error step view is) is refused: the ORM must see the
+   steps after an error. The same rows with their step labels train the PRM, so the two differ in labels only.
+
    **MC-value rows** (Polaris MC) are one row per prefix. The card's judge prompt (``messages``) mixes
    question and prefix in one string, so grouped and prefix training need each row to carry
    ``question`` (str) and ``steps`` (list of str: the trace's steps, or at least its prefix's). The
@@ -79,23 +88,69 @@ def _hard(values: list[Any]) -> list[float]:
 CUT_AT_FIRST_ERROR = frozenset({"span", "processbench"})
 
 
-def _step_item(row: dict, fmt: str) -> StepRow:
-    """The training item of one row of a labelled format: its ``StepRow``, cut as the table says, float targets."""
+def outcome_labels(n: int, correct: bool, supervision: str) -> list[float]:
+    """An ORM's targets for a solution of ``n`` steps whose final answer is ``correct``: the outcome on every step
+    (``outcome``) or on the last step only (``outcome-last``, ``IGNORE`` before it).
+
+    >>> outcome_labels(3, True, "outcome"), outcome_labels(3, False, "outcome-last")
+    ([1.0, 1.0, 1.0], [-100.0, -100.0, 0.0])
+    """
+    if supervision not in ("outcome", "outcome-last"):
+        raise ValueError(f"supervision {supervision!r}: choose outcome or outcome-last")
+    value = 1.0 if correct else 0.0
+    if supervision == "outcome":
+        return [value] * n
+    return [IGNORE] * (n - 1) + [value] if n else []
+
+
+def solution_outcome(row: dict, item: StepRow) -> bool:
+    """Whether a whole solution's final answer is right: its row's ``outcome`` (arith-prm's grader verdict) when it
+    has one, else its last step's label (module docstring). ``ValueError`` for a row cut short or without steps.
+
+    >>> solution_outcome({"outcome": "correct"}, StepRow("q", ["a", "b", "c"], [0, 0, 1]))
+    True
+    >>> solution_outcome({}, StepRow("q", ["a", "b"], [1, 0]))
+    False
+    """
+    n = row.get("num_steps")
+    if isinstance(n, int) and not isinstance(n, bool) and len(item.steps) < n:
+        raise ValueError(
+            f"{len(item.steps)} of the solution's {n} lines (cut at its first error); an outcome label needs the "
+            "whole solution: use the Math-Shepherd view of an arith-prm build with --labels every-step"
+        )
+    if not item.steps:
+        raise ValueError("no steps to carry an outcome label")
+    if "outcome" in row:
+        if not isinstance(row["outcome"], str):
+            raise ValueError(f"outcome {row['outcome']!r}: expected a grader outcome string (e.g. correct)")
+        return row["outcome"] == "correct"
+    return bool(item.labels[-1])
+
+
+def _step_item(row: dict, fmt: str, outcome: str | None = None) -> StepRow:
+    """The training item of one row of a labelled format: its ``StepRow``, cut as the table says, float targets;
+    with ``outcome`` (``outcome`` | ``outcome-last``) whole, with outcome labels (``outcome_labels``)."""
     item = FORMATS[fmt].to_steps(row)
+    if outcome is not None:
+        return replace(item, labels=outcome_labels(len(item.steps), solution_outcome(row, item), outcome))
     if fmt in CUT_AT_FIRST_ERROR:
         item = item.cut_at_first_error()
     return replace(item, labels=_hard(item.labels))
 
 
-def read_items(cfg: PRMDataConfig, *, soft: bool) -> list[StepRow | JudgePrompt]:
-    """The training items of ``cfg`` (module docstring); ``BadInput`` naming file and row at the first fault."""
+def read_items(cfg: PRMDataConfig, *, soft: bool, outcome: str | None = None) -> list[StepRow | JudgePrompt]:
+    """The training items of ``cfg`` (module docstring); ``BadInput`` naming file and row at the first fault.
+    ``outcome`` (``outcome`` | ``outcome-last``): an ORM's items, outcome labels in place of the step labels."""
+    if outcome is not None and cfg.format in ("mc-value", *CUT_AT_FIRST_ERROR):
+        raise BadInput(f"{cfg.path}: outcome labels need whole solutions (format step or math-shepherd), not "
+                       f"{cfg.format}")  # fmt: skip
     if cfg.format == "mc-value":
         items = _mc_items(cfg, soft=soft)
     else:
         items = []
         for index, row in _rows(cfg):
             try:
-                items.append(_step_item(row, cfg.format))
+                items.append(_step_item(row, cfg.format, outcome))
             except ValueError as e:
                 raise BadInput(f"{cfg.path}: row {index}: {e}") from None
     if not items:

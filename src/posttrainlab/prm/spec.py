@@ -44,6 +44,10 @@ class PRMSpec:
     # the step best-of-N and beam search append to a finished solution without an answer line ("": none); set by
     # training when its rows hold arith-prm's explicit missing-answer step (data.arith.prm_labels.NO_ANSWER_STEP)
     no_answer_step: str = ""
+    # an outcome reward model (ORM): trained on outcome labels (``PRMRecipe.supervision`` outcome | outcome-last),
+    # so a step's score is its estimate that the whole solution ends right (a value), and a solution's score is its
+    # last step's: best-of-N's ``orm`` selectors, beam search's ``last`` aggregation (docs/process-vs-outcome.md)
+    orm: bool = False
 
     @classmethod
     def from_dict(cls, data: Any, where: str) -> PRMSpec:
@@ -61,9 +65,25 @@ class PRMSpec:
         for name in ("separator", "system_prompt", "yes_token", "no_token", "instruction", "no_answer_step"):
             if not isinstance(getattr(spec, name), str):
                 raise BadInput(f"{where}: {name} must be a string")
-        if not isinstance(spec.chat, bool):
-            raise BadInput(f"{where}: chat must be true or false")
+        for name in ("chat", "orm"):
+            if not isinstance(getattr(spec, name), bool):
+                raise BadInput(f"{where}: {name} must be true or false")
         return spec
+
+
+def is_orm(scorer: Any) -> bool:
+    """Whether a loaded scorer (``prm.PRM``, or anything with a ``spec``) is an outcome reward model."""
+    return bool(getattr(getattr(scorer, "spec", None), "orm", False))
+
+
+def is_orm_folder(path: str | os.PathLike) -> bool:
+    """Whether a local model folder's ``prm_config.json`` says ``"orm": true`` (read without torch; ``False`` when it
+    has none: a Hub id is told once loaded, ``is_orm``)."""
+    try:
+        saved = json.loads((Path(path).expanduser() / PRM_CONFIG).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(saved, dict) and saved.get("orm") is True
 
 
 def architecture(config: dict) -> str:

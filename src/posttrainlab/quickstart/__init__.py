@@ -18,7 +18,7 @@ instead of pretraining the tiny base, with LoRA and fewer problems so it fits in
 overrides (``sft.optim.epochs=1``); ``--print-config`` shows the result (``resolved``).
 
 The package: ``config`` (``QuickstartConfig``, presets, ``place``), ``plan`` (the stage table ``STAGES``),
-``record`` (``OUT/stages.json`` and the check before anything runs), ``stages`` (``StageLog``: console lines,
+``record`` (``OUT/stages.json`` and the check before anything runs), ``stage_log`` (``StageLog``: console lines,
 ``quickstart.log``, ``run.json``), ``run`` (``run_quickstart``). The run folder's paths: ``run_layout.RunLayout``.
 """
 
@@ -38,7 +38,7 @@ from posttrainlab.quickstart.config import (
 )
 from posttrainlab.quickstart.plan import STAGES, Stage, planned_stages
 from posttrainlab.quickstart.run import run_quickstart
-from posttrainlab.quickstart.stages import StageLog
+from posttrainlab.quickstart.stage_log import StageLog
 from posttrainlab.run_layout import STAGE_LOG, RunLayout
 
 __all__ = [

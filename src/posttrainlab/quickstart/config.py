@@ -13,12 +13,19 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from posttrainlab.config import SHIPPED
-from posttrainlab.data.arith.prm_data import TRAIN_PROMPTS
 from posttrainlab.data.arith.prm_labels import ArithPRMOptions
 from posttrainlab.runners.settings import BeamSettings, BestOfNSettings, PolicyEvalSettings
 from posttrainlab.train.pretrain import PretrainConfig
 from posttrainlab.train.prm_recipe import PRMDataConfig, PRMRecipe
-from posttrainlab.train.recipes import DPORecipe, GRPORecipe, OptimConfig, RFTRecipe, SFTRecipe
+from posttrainlab.train.recipes import (
+    DatasetConfig,
+    DPORecipe,
+    GRPORecipe,
+    OptimConfig,
+    RejectionConfig,
+    RFTRecipe,
+    SFTRecipe,
+)
 
 
 @dataclass
@@ -33,6 +40,7 @@ class EvalSettings(PolicyEvalSettings):
     # samples K > 1: also K samples per problem at sample_temperature: pass@1 (mean over the K) and maj@K beside
     # greedy accuracy (eval.sampled), paired against SFT in the report; 0 = greedy only
     sample_temperature: float = 1.0
+    samples: int = 8  # PolicyEvalSettings' 0 (greedy only) there; the main job reports pass@1 and maj@8 beside greedy
     eval_base: bool = False  # also evaluate the base model (it has never seen the prompt format)
 
     def check(self) -> None:
@@ -82,30 +90,63 @@ class ProcessSettings:
     """The process-supervision stages: arith-prm from the SFT policy, a step PRM, its eval, best-of-N, beam search."""
 
     enabled: bool = True
-    k: int = 4  # arith-prm: samples per prompt
-    limit: int | None = 250  # arith-prm: records per arith-v1 split read (train: rl_train; held out: dev, validation)
+    k: int = 8  # arith-prm: samples per prompt
+    limit: int | None = None  # arith-prm: records per arith-v1 split read (None: all; held out: dev, validation)
     temperature: float = 1.0  # arith-prm sampling (errors are the point)
     # arith-v1 prompt splits sampled for arith-prm's train split (more prompts: more exact-labelled policy errors;
-    # --preset stable samples [rl_train_1500], chosen on dev: docs/prm-eval.md "On the stable instrument")
-    train_prompts: list[str] = field(default_factory=lambda: list(TRAIN_PROMPTS))
+    # rl_train_1500 rather than rl_train was chosen on dev: docs/experiments.md "PRM data from 3x the prompts")
+    train_prompts: list[str] = field(default_factory=lambda: ["rl_train_1500"])
     # arith-v1 splits whose reference solutions, and one corruption of each, join arith-prm's train split
     # (free exact labels beside the policy samples; e.g. [sft_train_3k]); reference_limit: first N records of each
     references: list[str] = field(default_factory=list)
     reference_limit: int | None = None
     # arith-prm's labels, missing-answer step and near-miss hard negatives (data.arith.prm_labels); labels
     # every-step trains the PRM on the Math-Shepherd view, where every line is (place)
-    labelling: ArithPRMOptions = field(default_factory=ArithPRMOptions)
+    labelling: ArithPRMOptions = field(
+        default_factory=lambda: ArithPRMOptions(labels="every-step", missing_answer="explicit")
+    )
+    # the result head (the SFT policy's own probability of each line's result, fine-tuned on the labels): chosen on
+    # dev against the token-classification head (docs/prm-eval.md "What each lever bought")
     prm: PRMRecipe = field(
         default_factory=lambda: PRMRecipe(
             dataset=_prm_data(),
-            optim=OptimConfig(epochs=2, learning_rate=1e-4, batch_size=16, logging_steps=10, save_steps=100),
+            head="result",
+            input_format="policy",
+            optim=OptimConfig(epochs=1, learning_rate=1e-4, batch_size=16, logging_steps=10, save_steps=100),
         )
     )
+    # also an outcome reward model (ORM): the PRM's recipe on the same samples with outcome labels only
+    # (supervision: outcome), scoring best-of-N's samples beside the PRM: process vs outcome at each N (issue #39)
+    orm: bool = False
     # best-of-N (runners.settings.BestOfNSettings: n, limit, temperature; the rest its defaults, best_of_n()):
     bon_n: int = BestOfNSettings.n  # samples per test problem (ns = 1, 2, 4, ... up to bon_n)
-    bon_limit: int | None = BestOfNSettings.limit  # None = all 500 test problems
+    bon_limit: int | None = 300  # the first 300 problems of the eval split (None: all 500)
     bon_temperature: float = BestOfNSettings.temperature
-    beam: BeamStage = field(default_factory=BeamStage)
+    # min: on dev 35.3% against 17.3% for last (an answer line after a wrong step from the same number scores high)
+    beam: BeamStage = field(default_factory=lambda: BeamStage(aggregation="min"))
+
+    def check(self) -> None:
+        """``BadInput`` for what the arith-prm and best-of-N stages would refuse, when the config is loaded, not
+        after the stages before them trained (issue #42): the stages' own rules (``check_settings`` runs those of
+        ``labelling``, ``prm`` and ``beam``, which are fields)."""
+        if not self.enabled:
+            return
+        from posttrainlab.errors import BadInput
+
+        self.arith_prm().check()
+        if self.orm and self.labelling.labels != "every-step":
+            raise BadInput("orm=true: an ORM trains on whole solutions; set labelling.labels=every-step")
+        try:
+            self.best_of_n().check()
+        except BadInput as e:  # its fields are bon_* here: name them as the user sets them
+            field_name = str(e).split("=", 1)[0]
+            raise BadInput(f"bon_{e}" if field_name in ("n", "limit", "temperature") else str(e)) from None
+
+    def orm_recipe(self, output_dir: str):
+        """The ORM's recipe: ``prm``'s, on the same data, with outcome labels (``supervision: outcome``)."""
+        from dataclasses import replace
+
+        return replace(self.prm, supervision="outcome", output_dir=str(output_dir))
 
     def arith_prm(self):
         """The arith-prm stage's ``label.arith_prm.ArithPRMBuild`` (the rest its defaults)."""
@@ -124,26 +165,50 @@ class ProcessSettings:
             "limit": self.bon_limit, "split": split})  # fmt: skip
 
 
+def _base() -> PretrainConfig:
+    """configs/models/tiny-base.yaml at half its peak lr and twice its warm-up: the base whose SFT is stable across
+    base seeds (61.2-62.8% dev) and whose weights were byte-identical on three machines (docs/experiments.md)."""
+    base = PretrainConfig()
+    base.train.learning_rate, base.train.warmup_ratio = 5e-4, 0.1
+    return base
+
+
+def _sft() -> SFTRecipe:
+    """4 epochs of sft_train_3k at lr 5e-4: the SFT that is stable on ``_base`` (the 2-epoch SFT at 1e-3 gives
+    18.6-27.4% dev there; the pair is what is stable)."""
+    return SFTRecipe(dataset=DatasetConfig(split="sft_train_3k"), optim=OptimConfig(epochs=4, learning_rate=5e-4))
+
+
+def _rft() -> RFTRecipe:
+    """Expert iteration from the SFT policy: 8 samples of each rl_train prompt, those whose every step is exactly
+    right kept, mixed 1:1 with sft_train_3k, one epoch at lr 2e-5 (chosen on dev for this SFT: at 1e-4 RFT -0.6
+    and its control -2.6, at 2e-5 +2.0 and +0.2)."""
+    rejection = RejectionConfig(k=8, temperature=1.0, max_new_tokens=48, filter="process")
+    optim = OptimConfig(epochs=1, learning_rate=2e-5, batch_size=16, logging_steps=5, save_steps=50)
+    return RFTRecipe(rejection=rejection, optim=optim)
+
+
 @dataclass
 class QuickstartConfig:
-    """Every stage's settings: the defaults here, then a preset's YAML, then ``key=value`` overrides."""
+    """Every stage's settings. These defaults are the main job (``--preset default``, whose YAML sets nothing); a
+    preset's YAML changes some of them (``extends:`` starts it from another preset), then ``key=value`` overrides."""
 
     preset: str = "default"
     # a real model to start from instead of the tiny base: a name `posttrain model import` knows
     # (smollm2-135m-instruct), a .gguf file, or a Hugging Face model folder; None pretrains the tiny base
     base_model: str | None = None
-    base: PretrainConfig = field(default_factory=PretrainConfig)
-    sft: SFTRecipe = field(default_factory=SFTRecipe)
+    base: PretrainConfig = field(default_factory=_base)
+    sft: SFTRecipe = field(default_factory=_sft)
     dpo: DPORecipe = field(default_factory=DPORecipe)
     grpo: GRPORecipe = field(default_factory=GRPORecipe)
-    rft: RFTRecipe = field(default_factory=RFTRecipe)
+    rft: RFTRecipe = field(default_factory=_rft)
     eval: EvalSettings = field(default_factory=EvalSettings)
     process: ProcessSettings = field(default_factory=ProcessSettings)
     # trained from the SFT model, in this order: dpo (the dpo recipe as set), dpo-policy (the same recipe with
     # preference.source=policy: pairs sampled from the SFT model and graded; train/dpo.py), grpo, rft (rejection-
     # sampling fine-tuning; train/rft.py), sft-continued (the more-training control: rft's fine-tune settings on
     # its sft_data alone, from the SFT model, for as many steps as continued_steps_from's run took; train/continued.py)
-    methods: list[str] = field(default_factory=lambda: ["dpo", "dpo-policy", "grpo"])
+    methods: list[str] = field(default_factory=lambda: ["rft", "sft-continued"])
     continued_steps_from: str | None = "rft"  # sft, or a method listed before sft-continued; None: rft.optim as set
     # train every method (SFT too) K times, optim.seed + 0..K-1 (dpo-policy's sampling seed too): OUT/<m>-s<k>,
     # OUT/eval/<m>-s<k> for k >= 1; the report gives mean and sd over the K seeds beside each interval
@@ -156,6 +221,13 @@ PRESET_DIR = SHIPPED / "quickstart"
 
 def preset_names() -> list[str]:
     return sorted(p.stem for p in PRESET_DIR.glob("*.yaml"))
+
+
+#: presets that are gone, and where their experiments live now (``quickstart_config`` says so in one line)
+RETIRED = {
+    "stable": "its settings are the default preset's now: drop --preset",
+    "effects": 'its experiment is `key=value` lines over the default now: docs/experiments.md "The effects preset"',
+}
 
 
 #: the methods ``methods`` may list, and the recipe (a field of QuickstartConfig) each one trains
@@ -182,9 +254,12 @@ def quickstart_config(preset: str, overrides: list[str] | None = None) -> Quicks
     """A preset (a name in ``configs/quickstart/`` or a YAML file of the user's) with ``key=value`` overrides
     applied (unknown keys are one-line errors). ``preset`` is recorded as the file's name unless the file sets it."""
     from posttrainlab.config import load_config, preset_file
+    from posttrainlab.errors import BadInput
 
+    if preset in RETIRED:
+        raise BadInput(f"preset {preset!r} was retired: {RETIRED[preset]}")
     path = preset_file(preset, PRESET_DIR)
-    cfg = load_config(QuickstartConfig, path, overrides, start=QuickstartConfig(preset=path.stem))
+    cfg = load_config(QuickstartConfig, path, overrides, start=QuickstartConfig(preset=path.stem), presets=PRESET_DIR)
     check_config(cfg)
     return cfg
 

@@ -9,7 +9,9 @@ stages it adds: none (switched off), one, or several (one per method and seed). 
   outside the run folder (the cached tiny base);
 - ``settings``: everything its output depends on, as plain data with run-folder paths written ``OUT/…``, so a
   copied run folder keeps matching; ``after``: the stages whose outputs it reads. ``quickstart.record`` hashes both
-  and reuses a finished stage only when the hash matches (docs/design.md "Reliability conventions").
+  and reuses a finished stage only when the hash matches (docs/design.md "Reliability conventions");
+- ``reads_base``: it starts from ``OUT/base``; ``rebuilt``: it runs every time and is not recorded (the report).
+  The runner reads these flags, never a stage's name.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from posttrainlab.data.arith.prm_data import TRAIN_PROMPTS
+from posttrainlab.data.arith.prm_labels import ArithPRMOptions
 from posttrainlab.quickstart.config import QuickstartConfig, method_recipe, seed_name
 from posttrainlab.run_layout import BEAM, BON, MANIFEST, METRICS, PRM_CONFIG, TRAIN_SUMMARY, RunLayout
 
@@ -43,6 +47,8 @@ class Stage:
     after: tuple[str, ...] = ()  # stages whose outputs it reads
     folder: Path | None = None  # the folder it writes in the run folder (checked before anything runs)
     models: tuple[Path, ...] = ()  # model folders it produces (their weights' SHA-256 go to run.json)
+    reads_base: bool = False  # it reads OUT/base, which is linked to the base model before it runs
+    rebuilt: bool = False  # run every time from what is there, never recorded (the report); provenance first
 
     def done(self) -> bool:
         if self.is_done is not None:
@@ -90,16 +96,21 @@ def base_stage(cfg: QuickstartConfig) -> tuple[str, ...]:
     return ("import",) if is_import_source(cfg.base_model) else ()
 
 
-#: the fields of the eval and beam sections a stage record held before they were the runners' settings classes; any
-#: other field is recorded only when it is set (not its default), so a run folder recorded before stays current
+# Legacy-record compatibility, in one place. A stage record is the hash of its settings; a setting added after run
+# folders were recorded must leave the record unchanged while it does what those runs did, so those folders stay
+# current. Each table below says, per section, which fields are always recorded and when the others join.
+
+#: eval and beam sections: these fields always; any other only when it differs from its class default
 EVAL_RECORDED = ("split", "limit", "batch_size", "max_new_tokens", "preference_split", "eval_base", "samples",
                  "sample_temperature")  # fmt: skip
 BEAM_RECORDED = ("enabled", "beams", "proposals", "max_steps", "temperature", "aggregation")
 
+#: method recipes: every field, but these only when they differ from their class default
+RECIPE_ADDED = ("sft_weight", "max_pass_rate", "prm_reward")
 
-#: recipe fields added after run folders were recorded with their recipe: each is recorded only when it is set (not
-#: its default, which does what those runs did), so a run folder recorded before it stays current
-RECIPE_ADDED = ("sft_weight", "max_pass_rate")
+#: arith-prm (process): k, limit, temperature, references, reference_limit always; these only when they differ from
+#: the value here (what runs recorded before them did; the default preset now sets both otherwise)
+PROCESS_ADDED = {"labelling": ArithPRMOptions(), "train_prompts": list(TRAIN_PROMPTS)}
 
 
 def recipe_record(recipe: Any) -> dict[str, Any]:
@@ -129,7 +140,8 @@ def _eval(r: Run, name: str, after: tuple[str, ...]) -> Stage:
         evaluate_policy(str(model), str(r.layout.data), target, settings, ref_model=str(ref) if ref else None)
 
     recorded_settings = {"eval": recorded(e, EVAL_RECORDED), "beta": r.cfg.dpo.beta if ref else None}
-    return Stage(f"eval-{name}", go, recorded_settings, marker=target / METRICS, after=after, folder=target)
+    return Stage(f"eval-{name}", go, recorded_settings, marker=target / METRICS, after=after, folder=target,
+                 reads_base=name == "base")  # fmt: skip
 
 
 def _eval_base(r: Run) -> list[Stage]:
@@ -166,6 +178,7 @@ def _methods(r: Run) -> list[Stage]:
                     after=after,
                     folder=folder,
                     models=(folder,),
+                    reads_base=method == "sft",
                 )
             )
             stages.append(_eval(r, name, ("prepare", name, *(("sft",) if method.startswith("dpo") else ()))))
@@ -188,8 +201,7 @@ def _process(r: Run) -> list[Stage]:
 
     policy = L.model("sft")
     labelled = {k: getattr(p, k) for k in ("k", "limit", "temperature", "references", "reference_limit")}
-    default = type(p)()  # options added later join only when set, so runs recorded before them stay current
-    labelled |= {k: getattr(p, k) for k in ("labelling", "train_prompts") if getattr(p, k) != getattr(default, k)}
+    labelled |= {k: getattr(p, k) for k, was in PROCESS_ADDED.items() if getattr(p, k) != was}
     stages = [
         Stage(
             "arith-prm",
@@ -216,15 +228,24 @@ def _process(r: Run) -> list[Stage]:
             after=("arith-prm", "prm"),
             folder=L.prm_eval,
         ),
+    ]
+    orm = L.orm if p.orm else None  # joins best-of-N's record only when on, so runs recorded before stay current
+    if p.orm:
+        recipe = p.orm_recipe(L.orm)
+        stages.append(Stage("orm", lambda: train_prm(recipe), recipe, marker=L.orm / PRM_CONFIG,
+                            after=("sft", "arith-prm"), folder=L.orm, models=(L.orm,)))  # fmt: skip
+    stages.append(
         Stage(
             "best-of-n",
-            lambda: best_of_n.run(policy, L.prm, L.data, L.best_of_n, p.best_of_n(split)),
-            {"n": p.bon_n, "limit": p.bon_limit, "temperature": p.bon_temperature} | on_split,
+            lambda: best_of_n.run(policy, L.prm, L.data, L.best_of_n, p.best_of_n(split), orm=orm),
+            {"n": p.bon_n, "limit": p.bon_limit, "temperature": p.bon_temperature}
+            | on_split
+            | ({"orm": True} if p.orm else {}),
             marker=L.best_of_n / BON,
-            after=("prepare", "sft", "prm"),
+            after=("prepare", "sft", "prm", *(("orm",) if p.orm else ())),
             folder=L.best_of_n,
-        ),
-    ]
+        )
+    )
     if p.beam.enabled:
         stages.append(
             Stage(
@@ -244,7 +265,7 @@ def _process(r: Run) -> list[Stage]:
 def _report(r: Run) -> list[Stage]:
     from posttrainlab.report.build import build_report
 
-    return [Stage("report", lambda: build_report(r.layout.root), None)]  # always rebuilt from what is there
+    return [Stage("report", lambda: build_report(r.layout.root), None, rebuilt=True)]
 
 
 #: the quickstart, in order: each row adds the stages it runs for a run's config (none, one, or one per seed)

@@ -13,8 +13,14 @@ began, ``done`` when its marker was written) and, for stages that make models, t
   somewhere else) is refused, naming it;
 - ``OUT/base`` that is not the link the quickstart makes is refused.
 
-A stage recorded with the same hash is reused when its marker is there and carried on (training resumes from
-its last checkpoint) when it is not.
+A stage recorded with the same hash is carried on (training resumes from its last checkpoint) while it is
+``started``. A ``done`` stage is reused only when what it made is still what it made (``stale``): its marker and
+its weights exist with the SHA-256 recorded when it finished. A missing or changed artefact is named; that stage
+and every stage that reads it (``after``, transitively) run again, their folders first moved to
+``OUT/.stale/<stage>-<time>/`` (nothing is deleted), or, with ``--no-rerun``, the run is refused.
+
+A ``started`` stage recorded with other settings whose folder holds nothing (its stage refused its input before
+writing a byte) is not held against the next run: the corrected command carries on.
 """
 
 from __future__ import annotations
@@ -106,9 +112,13 @@ class StageRecords:
         for stage in stages:
             entry = self.entry(stage)
             self.hashes[stage.name] = entry["hash"]
-            if stage.name == "report":
+            if stage.rebuilt:
                 continue
             old = self.records.get(stage.name)
+            if old is not None and old.get("status") != "done" and old.get("hash") != entry["hash"]:
+                if stage.folder is not None and not (stage.folder.is_dir() and any(stage.folder.iterdir())):
+                    old = None  # started with other settings, wrote nothing: the corrected command carries on
+                    del self.records[stage.name]
             if old is None:
                 if stage.folder is not None and stage.folder.exists():
                     raise BadInput(
@@ -120,6 +130,51 @@ class StageRecords:
                 raise BadInput(f"stage {stage.name}: {root} was made with other settings ({_differences(old, entry)}); "
                                f"use another --out, or the settings it was made with")  # fmt: skip
 
+    def stale(self, stages: list[Stage]) -> dict[str, str]:
+        """``{stage: why}`` for every planned stage recorded ``done`` whose outputs are no longer what it made (a
+        marker or weights file missing or changed since), and every stage that reads one of them; in plan order."""
+        why: dict[str, str] = {}
+        for stage in stages:
+            record = self.records.get(stage.name)
+            if record is None or record.get("status") != "done" or stage.folder is None:
+                continue
+            reason = self._changed(stage, record)
+            if reason is None:
+                upstream = [name for name in stage.after if name in why]
+                reason = f"it reads {upstream[0]}, which runs again" if upstream else None
+            if reason is not None:
+                why[stage.name] = reason
+        return why
+
+    def _changed(self, stage: Stage, record: dict) -> str | None:
+        from posttrainlab.data.manifest import sha256_file
+
+        files = dict(record.get("weights") or {})
+        if stage.marker is not None:
+            if not stage.marker.is_file():
+                return f"{stage.marker} is missing"
+            if record.get("marker"):
+                files[self.layout.relative(stage.marker)] = record["marker"]
+        for name, sha in sorted(files.items()):
+            path = self.layout.root / name[len("OUT/") :] if name.startswith("OUT/") else Path(name)
+            if not path.is_file():
+                return f"{path} is missing"
+            if sha256_file(path) != sha:
+                return f"{path} changed since the stage made it (SHA-256 {sha[:12]}…)"
+        return None
+
+    def forget(self, stage: Stage, now: str) -> Path | None:
+        """Make ``stage`` run again: its folder moved to ``OUT/.stale/<stage>-<now>/`` (returned), its record
+        dropped."""
+        moved = None
+        if stage.folder is not None and stage.folder.exists():
+            moved = self.layout.root / ".stale" / f"{stage.name}-{now}"
+            moved.parent.mkdir(parents=True, exist_ok=True)
+            stage.folder.rename(moved)
+        self.records.pop(stage.name, None)
+        self.save()
+        return moved
+
     def started(self, stage: Stage) -> None:
         self.records[stage.name] = {**self.entry(stage), "status": "started"}
         self.save()
@@ -129,10 +184,15 @@ class StageRecords:
         record = self.records.get(stage.name)
         if record is not None and record.get("status") == "done" and record.get("hash") == self.hashes[stage.name]:
             return record.get("weights", {})
+        from posttrainlab.data.manifest import sha256_file
+
         weights = {}
         for folder in stage.models:
             weights.update(model_hashes(folder, self.layout))
-        self.records[stage.name] = {**self.entry(stage), "status": "done", "weights": weights}
+        record = {**self.entry(stage), "status": "done", "weights": weights}
+        if stage.marker is not None and stage.marker.is_file():  # what says it is done, checked before reuse
+            record["marker"] = sha256_file(stage.marker)
+        self.records[stage.name] = record
         self.save()
         return weights
 

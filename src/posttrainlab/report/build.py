@@ -28,14 +28,15 @@ from posttrainlab.data.arith.corrupt import CORRUPTIONS
 from posttrainlab.data.arith.problems import CATEGORIES
 from posttrainlab.data.atomic import check_output_folder, staging_dir, write_text
 from posttrainlab.prm.spec import PRM_CONFIG
-from posttrainlab.report import paired, plots
+from posttrainlab.report import orm_curves, paired, plots, results, trace_error
 from posttrainlab.report.format import duration, pct, value, with_ci
 from posttrainlab.report.gallery_html import gallery_section
+from posttrainlab.report.hacking import hacking_blocks
 from posttrainlab.report.plots import OUTCOMES, Stat, finite, method_label, ordered, stat, sub
 from posttrainlab.report.render import Block, heading, image, paragraph, table, to_html, to_markdown
 from posttrainlab.report.run_folder import RunFolder, load_run
 from posttrainlab.report.sampled import sampled_section
-from posttrainlab.run_layout import BON_PNG, RELIABILITY_PNG, RunLayout
+from posttrainlab.run_layout import BON_PNG, COMPARE_JSON, RELIABILITY_PNG, RESULTS_JSON, RunLayout
 
 # --- formatting -------------------------------------------------------------------------------------
 
@@ -107,16 +108,25 @@ def figures(run: RunFolder) -> dict[str, bytes]:
     ):
         if path.is_file():
             out[name] = path.read_bytes()
+    out.update(orm_curves.figures(run.path))
     return {k: v for k, v in out.items() if v is not None}
 
 
-def blocks(run: RunFolder, images: list[str], comparisons: dict | None = None) -> list[Block]:
+def blocks(run: RunFolder, images: list[str], comparisons: dict | None = None,
+           hacking: list[Block] | None = None) -> list[Block]:  # fmt: skip
     """The whole report, in order; ``images`` names the plots that exist, ``comparisons`` is
-    ``report.paired.comparisons`` of the run (computed when not given)."""
+    ``report.paired.comparisons`` of the run and ``hacking`` the reward-hacking section (``report.hacking``; each
+    computed when not given)."""
     info, metrics = run.info, run.metrics
     if comparisons is None:
         comparisons = paired.comparisons(run.path, list(metrics))
+    if hacking is None:
+        hacking = hacking_blocks(run.path)[0]
+    summary = results.summarize(info, metrics, comparisons, run.bon)
     out = [heading(f"posttrain quickstart report: {run.path.name}", 1)]
+    note = results.base_note(summary)
+    if note:
+        out.append(paragraph(note))
     if info.get("preset") == "smoke":
         out.append(paragraph(paired.SMOKE_NOTE))
     facts = [f"{k.replace('_', ' ')}: {info[k]}" for k in ("preset", "base_model", "started", "finished") if k in info]
@@ -127,6 +137,7 @@ def blocks(run: RunFolder, images: list[str], comparisons: dict | None = None) -
         facts.append("evaluated on " + ", ".join(datas))
     if facts:
         out.append(paragraph("; ".join(facts) + "."))
+    out += results.results_blocks(summary)
     changed = what_changed(metrics)
     if changed:
         how = "A change is called out when the two 95% intervals do not overlap"
@@ -139,13 +150,16 @@ def blocks(run: RunFolder, images: list[str], comparisons: dict | None = None) -
     out += _preference_section(metrics, images)
     out += _passk_section(metrics)
     out += sampled_section(run.path, metrics)  # pass@1 and maj@K beside greedy, paired with SFT
+    out += trace_error.blocks(run.path)  # right answers through a wrong step (Uesato et al. 2022), paired with SFT
     out += _prm_section(run.prm, images)
     out += _bon_section(run.bon, images)
+    out += orm_curves.blocks(run.path, images)  # process vs outcome at each N, when an ORM scored the samples
     out += gallery_section(run)  # a few problems' samples, lines coloured by PRM score (report.gallery)
     curves = [n for n in images if n.startswith("training_")]
     if curves:
         out.append(heading("Training curves"))
         out += [image(n, _curve_caption(n.removeprefix("training_"))) for n in curves]
+    out += hacking  # GRPO: the reward model's score beside exact accuracy over steps
     out += _base_section(run.pretrain)
     out += _timings_section(info.get("stages"))
     out += paired.provenance_section(info)
@@ -323,10 +337,13 @@ def _timings_section(stages) -> list[Block]:
     if not isinstance(stages, list) or not stages:
         return []
     rows, total = [], 0.0
-    for s in (s for s in stages if isinstance(s, dict)):
+    stages = [s for s in stages if isinstance(s, dict)]
+    runs = len({s.get("run", 1) for s in stages}) > 1  # made by several invocations: say which made each
+    for s in stages:
         secs = s.get("seconds")
         total += secs if finite(secs) else 0.0
-        rows.append([str(s.get("name", "?")), str(s.get("status", "?")), duration(secs) if finite(secs) else "–"])
+        status = str(s.get("status", "?")) + (f" (run {s.get('run', 1)})" if runs else "")
+        rows.append([str(s.get("name", "?")), status, duration(secs) if finite(secs) else "–"])
     rows.append(["total", "", duration(total)])
     return [heading("Stage timings"), table(["stage", "status", "time"], rows)]
 
@@ -336,19 +353,24 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
     run = load_run(run_dir)
     images = figures(run)
     comparisons = paired.comparisons(run.path, list(run.metrics))
-    report = blocks(run, list(images), comparisons)
+    hacking, pngs = hacking_blocks(run.path)
+    images.update(pngs)
+    report = blocks(run, list(images), comparisons, hacking)
     layout = RunLayout(run.path)
     md_path, html_path = layout.report_md, layout.report_html
     # the folder is replaced whole: refuse one holding anything but the report's own plots
     files = check_output_folder(
-        layout.report_files, lambda rel: rel == "compare.json" or "/" not in rel and rel.endswith(".png"),
+        layout.report_files, lambda rel: rel in (COMPARE_JSON, RESULTS_JSON) or "/" not in rel and rel.endswith(".png"),
         what="report",
     )  # fmt: skip
+    summary = results.summarize(run.info, run.metrics, comparisons, run.bon)
     with staging_dir(files) as tmp:
         for name, png in images.items():
             (tmp / f"{name}.png").write_bytes(png)  # the whole folder is swapped in at once
         if paired.has_any(comparisons):
-            (tmp / "compare.json").write_text(json.dumps(comparisons, indent=2) + "\n", encoding="utf-8")
+            (tmp / COMPARE_JSON).write_text(json.dumps(comparisons, indent=2) + "\n", encoding="utf-8")
+        # the headline numbers (report.results), strict JSON: a reference run's copy is the README's table
+        (tmp / RESULTS_JSON).write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n", encoding="utf-8")
     write_text(md_path, to_markdown(report))
     write_text(html_path, to_html(report, images))
     return md_path, html_path

@@ -158,6 +158,7 @@ def run(
     from posttrainlab.data.jsonl import write_jsonl
     from posttrainlab.generation.prompts import as_messages
     from posttrainlab.grading.arith import ArithGrader
+    from posttrainlab.prm.spec import is_orm
     from posttrainlab.progress import progress_bar
     from posttrainlab.provenance import provenance
     from posttrainlab.runners.best_of_n import read_problems, result_head
@@ -181,6 +182,9 @@ def run(
         proposer = BackendProposer(backend, temperature=opts.temperature, top_p=opts.top_p)
     if scorer is None:
         scorer = load_scorer(prm, dtype=opts.dtype, device=opts.device)
+    if opts.aggregation != "last" and is_orm(scorer):  # an ORM's value of a prefix is its last step's
+        raise BadInput(f"{prm}: an outcome reward model scores a prefix by its last step: use aggregation last, "
+                       f"not {opts.aggregation}")  # fmt: skip
     # a PRM trained with arith-prm's explicit missing-answer step is asked about it on finished beams (beam_algorithm)
     no_answer_step = getattr(getattr(scorer, "spec", None), "no_answer_step", "")
     clock = {"sampling": 0.0, "scoring": 0.0}

@@ -12,6 +12,13 @@ every n' in ``ns`` selects one of the **first n'** samples per problem with each
 - ``scores.jsonl``: per problem, each sample's steps, step scores and aggregated scores, and the index
   each selector chose at each n';
 - ``bon.json`` (written last) and ``best_of_n.png`` (accuracy against n', one line per selector).
+
+**Process vs outcome** (``orm``): an outcome reward model (``prm_config.json`` ``"orm": true``) scores the same
+samples beside the PRM, so the comparison costs no second sampling. Its score of a sample is its last step's
+(with its own ``no_answer_step``, if any); ``scores.jsonl`` holds it as ``orm`` (and its step values as
+``orm_scores``), the selectors ``orm`` and ``orm_vote`` join the PRM's, ``bon.json``'s ``paired`` compares them at
+every n' (``eval.best_of_n.paired_by_n``), and ``process_vs_outcome.png`` draws them (``report.orm_curves``). An
+ORM given as the PRM is read the same way (``orm``, ``orm_vote`` and ``majority``, no ``prm_*``).
 """
 
 from __future__ import annotations
@@ -87,16 +94,46 @@ def _sample(backend, records: list[dict], settings: dict[str, Any]) -> list[dict
             for r, texts in zip(records, completions, strict=True)]  # fmt: skip
 
 
+def _check_orm(prm, orm, *, load_prm: bool, load_orm: bool) -> None:
+    """Before any sampling: ``orm`` a local ORM folder (``prm.spec.is_orm_folder``), and ``prm`` no ORM beside it."""
+    from posttrainlab.models.loading import is_local
+    from posttrainlab.prm.spec import is_orm_folder
+    from posttrainlab.runners.prm_eval import check_prm
+
+    if load_orm:
+        check_prm(orm)
+        if is_local(str(orm)) and not is_orm_folder(orm):
+            raise BadInput(f"{orm}: not an outcome reward model (its prm_config.json lacks \"orm\": true; train one "
+                           "with supervision outcome: posttrain train orm)")  # fmt: skip
+    if load_prm and is_local(str(prm)) and is_orm_folder(prm):
+        raise BadInput(f"{prm}: an ORM given as the PRM beside the ORM {orm}; give a PRM, or the ORM alone")
+
+
+def _orm_of(scorer, orm_scorer, prm, orm) -> str | None:
+    """Which model is the ORM once loaded (``None``: none); ``BadInput`` for a second model that is no ORM or two."""
+    from posttrainlab.prm.spec import is_orm
+
+    if orm_scorer is None:
+        return str(prm) if is_orm(scorer) else None
+    if not is_orm(orm_scorer):
+        raise BadInput(f'{orm}: not an outcome reward model (its prm_config.json lacks "orm": true)')
+    if is_orm(scorer):
+        raise BadInput(f"{prm}: an ORM given as the PRM beside the ORM {orm}; give a PRM, or the ORM alone")
+    return "custom" if orm is None else str(orm)  # custom: an orm_scorer without a path
+
+
 def run(
     policy: str | os.PathLike, prm: str | os.PathLike, data: str | os.PathLike, out_dir: str | os.PathLike,
     settings: BestOfNSettings | None = None, *, progress: bool = True, backend=None, scorer=None,
+    orm: str | os.PathLike | None = None, orm_scorer=None,
 ) -> dict[str, Any]:  # fmt: skip
     """Sample (or reuse), grade, score, select; write the outputs into ``out_dir`` and return ``bon.json``.
 
     ``settings``: ``runners.settings.BestOfNSettings`` (its defaults when ``None``); its ``ns`` defaults to the
     powers of 2 up to ``n``, and ``n`` (1, 2, 4, 8, 16 for the default ``n = 16``). ``backend`` (a
     ``SamplingBackend``) replaces the policy loaded from ``policy``; ``scorer`` (with ``score_batch``) the PRM
-    loaded from ``prm``.
+    loaded from ``prm``. ``orm``: an outcome reward model scoring the same samples (module docstring);
+    ``orm_scorer`` replaces the one loaded from it (its ``spec.orm`` must be true).
     """
     from posttrainlab.data.arith.prm_data import question_of
     from posttrainlab.data.arith.prm_labels import with_no_answer_step
@@ -114,6 +151,8 @@ def run(
     ns = parse_ns(opts.ns, n)
     out = check_writable(out_dir)  # a file in the path, an unwritable place: before the sampling, not after
     check_models(policy, prm, load_policy=backend is None, load_prm=scorer is None)
+    if orm is not None:
+        _check_orm(prm, orm, load_prm=scorer is None, load_orm=orm_scorer is None)
     path, records = read_problems(str(data), opts.split, opts.limit)
     sampling = {
         "policy": str(policy),
@@ -131,6 +170,8 @@ def run(
     if backend is not None:  # a backend of its own (vllm-server, ray, a stand-in): samples only it reuses
         sampling["backend"] = getattr(backend, "name", "custom")
 
+    if scorer is None:  # loaded, so checked (a truncated checkpoint is refused), before any sampling, not after it
+        scorer = load_scorer(prm, dtype=opts.dtype, device=opts.device)
     rows = _read_cache(out, sampling, records)
     reused = rows is not None
     sample_seconds = 0.0
@@ -147,29 +188,41 @@ def run(
         write_jsonl(out / "samples.jsonl", rows)
         write_text(out / "sampling.json", json.dumps(sampling, indent=2) + "\n")
 
-    if scorer is None:
-        scorer = load_scorer(prm, dtype=opts.dtype, device=opts.device)
-    marker = getattr(getattr(scorer, "spec", None), "no_answer_step", "")  # a PRM trained with it gets it too
-    steps = [[with_no_answer_step(split_steps(s["response"]), marker) for s in r["samples"]] for r in rows]
-    items = [(question_of(r["prompt"]), st) for r, per in zip(rows, steps, strict=True) for st in per]
-    start = time.perf_counter()
-    flat = score_items(scorer, items, prm_batch_size, progress=progress, what="PRM scoring")
-    score_seconds = time.perf_counter() - start
+    if orm is not None and orm_scorer is None:
+        orm_scorer = load_scorer(orm, dtype=opts.dtype, device=opts.device)
+    orm_path = _orm_of(scorer, orm_scorer, prm, orm)
+
+    def scored(model, what: str) -> tuple[list[list[list[str]]], list[list[list[float]]], float]:
+        """Each sample's steps (with the model's own missing-answer step) and their scores, per problem."""
+        marker = getattr(getattr(model, "spec", None), "no_answer_step", "")  # a PRM trained with it gets it too
+        steps = [[with_no_answer_step(split_steps(s["response"]), marker) for s in r["samples"]] for r in rows]
+        items = [(question_of(r["prompt"]), st) for r, per in zip(rows, steps, strict=True) for st in per]
+        start = time.perf_counter()
+        flat = score_items(model, items, prm_batch_size, progress=progress, what=what)
+        return steps, [flat[i * n : (i + 1) * n] for i in range(len(rows))], time.perf_counter() - start
+
+    first_is_orm = orm_scorer is None and orm_path is not None  # the --prm model is the ORM
+    steps, step_scores, score_seconds = scored(scorer, "ORM scoring" if first_is_orm else "PRM scoring")
+    orm_step_scores, orm_seconds = None, None
+    if orm_scorer is not None:
+        _, orm_step_scores, orm_seconds = scored(orm_scorer, "ORM scoring")
+    elif first_is_orm:
+        orm_step_scores, step_scores = step_scores, None
     problems = []
     for i, r in enumerate(rows):
-        step_scores = flat[i * n : (i + 1) * n]
-        problems.append(
-            Candidates([s["correct"] for s in r["samples"]], [vote_answer(s) for s in r["samples"]], step_scores)
-        )
+        finals = None if orm_step_scores is None else [aggregate(s, "last") for s in orm_step_scores[i]]
+        problems.append(Candidates([s["correct"] for s in r["samples"]], [vote_answer(s) for s in r["samples"]],
+                                   None if step_scores is None else step_scores[i], finals))  # fmt: skip
 
     result: dict[str, Any] = {
         **result_head(policy, prm, data, path, len(rows)),
+        **({} if orm_path is None else {"orm": orm_path}),
         "n": n,
         "ns": ns,
         "vote_aggregation": vote_aggregation,
         "tie_rule": (
-            "PRM selectors: highest aggregated score, lowest sample index on ties; votes: required-form answers "
-            "only, ties to the answer seen first, its first sample; no answer at all: sample 0"
+            "PRM (and ORM) selectors: highest aggregated score, lowest sample index on ties; votes: required-form "
+            "answers only, ties to the answer seen first, its first sample; no answer at all: sample 0"
         ),
     }
     result.update(best_of_n_metrics(problems, ns, vote_aggregation))
@@ -179,25 +232,41 @@ def run(
         "seconds": sample_seconds,
         "samples": len(rows) * n,
     }
-    result["scoring"] = {"batch_size": prm_batch_size, "seconds": score_seconds}
+    result["scoring"] = {"batch_size": prm_batch_size, "seconds": score_seconds,
+                         **({} if orm_seconds is None else {"orm_seconds": orm_seconds})}  # fmt: skip
     result["provenance"] = provenance(seeds={"sampling": seed})
 
+    def sample_row(i: int, j: int) -> dict[str, Any]:
+        """One sample of ``scores.jsonl``: its steps and the PRM's step scores with their aggregates (an ORM given
+        as the PRM: its step values), and an ORM's final score (``orm``; a second model's values: ``orm_scores``)."""
+        first = step_scores[i][j] if step_scores is not None else orm_step_scores[i][j]
+        row: dict[str, Any] = {"steps": steps[i][j], "scores": list(first)}
+        if step_scores is not None:
+            row |= {a: aggregate(first, a) for a in AGGREGATIONS}
+            if orm_step_scores is not None:
+                row["orm_scores"] = list(orm_step_scores[i][j])
+        if orm_step_scores is not None:
+            row["orm"] = problems[i].orm_scores[j]
+        return row
+
     def score_rows():
-        for r, c, per in zip(rows, problems, steps, strict=True):
+        for i, (r, c) in enumerate(zip(rows, problems, strict=True)):
             yield {
                 "id": r["id"],
-                "samples": [
-                    {"steps": st, "scores": list(sc), **{a: aggregate(sc, a) for a in AGGREGATIONS}}
-                    for st, sc in zip(per, c.step_scores, strict=True)
-                ],
+                "samples": [sample_row(i, j) for j in range(n)],
                 "selected": selections(c, ns, vote_aggregation),
             }
 
     write_jsonl(out / "scores.jsonl", score_rows())
-    png = best_of_n_png(result)
-    if png is not None:
-        with atomic_path(out / "best_of_n.png") as tmp:
-            tmp.write_bytes(png)
+    pngs = {"best_of_n.png": best_of_n_png(result)}
+    if orm_path is not None:
+        from posttrainlab.report.orm_curves import IMAGE, process_vs_outcome_png
+
+        pngs[f"{IMAGE}.png"] = process_vs_outcome_png(result)
+    for name, png in pngs.items():
+        if png is not None:
+            with atomic_path(out / name) as tmp:
+                tmp.write_bytes(png)
     write_text(out / "bon.json", json.dumps(result, indent=2, ensure_ascii=False) + "\n")
     return result
 

@@ -4,10 +4,14 @@
   ``category`` and ``correct`` (true/false), or a folder holding such an ``outcomes.jsonl`` (beam search writes
   ``OUT/beam-search/outcomes.jsonl``); ``best_of_n_outcomes``: per selector, from a best-of-N folder;
 - ``read_sampled``: the sampled outcomes (``samples``, ``n_correct``, ``maj_correct``) of an ``eval policy`` folder
-  run with ``--samples K``.
+  run with ``--samples K``;
+- ``read_trace``: whether each right answer (greedy, and sampled when there are samples) came with a wrong step, from
+  an ``eval policy`` folder of arith-v1 problems: its rows' ``wrong_step``, worked out from the prompt and response
+  (``eval.trace_error.mark_rows``) for folders written before the field existed.
 
-``comparison`` and ``sampled_comparison`` pair two of them with ``eval.compare.paired`` and
-``eval.sampled_compare.paired_sampled`` (the statistics, pure functions; docs/metrics.md "Paired comparison").
+``comparison``, ``sampled_comparison`` and ``trace_comparison`` pair two of them with ``eval.compare.paired``,
+``eval.sampled_compare.paired_sampled`` and ``eval.trace_error`` (the statistics, pure functions; docs/metrics.md
+"Paired comparison", "Trace error").
 """
 
 from __future__ import annotations
@@ -16,11 +20,19 @@ import os
 from pathlib import Path
 from typing import Any
 
+from posttrainlab.data.arith.steps import problem_of
 from posttrainlab.errors import BadInput
 from posttrainlab.eval.compare import FIELDS, Outcomes, paired
 from posttrainlab.eval.policy import UNCATEGORISED
 from posttrainlab.eval.sampled import add_votes
 from posttrainlab.eval.sampled_compare import Sampled, paired_sampled
+from posttrainlab.eval.trace_error import (
+    SampledTrace,
+    Trace,
+    mark_rows,
+    paired_sampled_trace,
+    paired_trace,
+)
 
 
 def outcomes_file(path: str | os.PathLike) -> Path:
@@ -164,12 +176,64 @@ def sampled_comparison(a: str | os.PathLike, b: str | os.PathLike) -> dict[str, 
     return {"temperature_a": temperatures[0], "temperature_b": temperatures[1], **result}
 
 
+def read_trace(path: str | os.PathLike) -> tuple[Trace, SampledTrace | None]:
+    """``(greedy, sampled)`` trace outcomes of an ``eval policy`` folder's (or file's) rows (``eval.trace_error``);
+    ``sampled`` is ``None`` unless every row holds samples. ``BadInput`` naming the file when a row has no id,
+    response or ``correct``, or when its problems are not arith-v1 ones (no exact step labels)."""
+    from posttrainlab.data.jsonl import iter_jsonl
+
+    file = outcomes_file(path)
+    rows = list(iter_jsonl(file))
+    for lineno, row in enumerate(rows, start=1):
+        if not isinstance(row, dict) or not {"id", "response", "correct"} <= set(row):
+            raise BadInput(f"{file}:{lineno}: row has no id, response or correct (trace error needs eval policy rows)")
+    if not mark_rows(rows):
+        raise BadInput(f"{file}: not every row is an arith-v1 problem (or there are none): trace error needs the "
+                       "exact step labels of arith-v1")  # fmt: skip
+    greedy: Trace = {}
+    for row in rows:
+        category = UNCATEGORISED if row.get("category") is None else str(row["category"])
+        greedy[str(row["id"])] = (category, bool(row["correct"]), bool(row["wrong_step"]))
+    if not all(isinstance(r.get("samples"), list) and r["samples"] for r in rows):
+        return greedy, None
+    sampled: SampledTrace = {
+        key: (cat, sum(bool(s.get("correct")) for s in row["samples"]), int(row["n_trace_errors"]))
+        for (key, (cat, _, _)), row in zip(greedy.items(), rows, strict=True)
+    }
+    return greedy, sampled
+
+
+def has_trace(path: str | os.PathLike) -> bool:
+    """Whether ``path``'s first row is an ``eval policy`` row of an arith-v1 problem (``read_trace`` would read it)."""
+    from posttrainlab.data.jsonl import iter_jsonl
+
+    try:
+        first = next(iter(iter_jsonl(outcomes_file(path))), None)
+    except (BadInput, OSError):
+        return False
+    return isinstance(first, dict) and "response" in first and problem_of(first) is not None
+
+
+def trace_comparison(a: str | os.PathLike, b: str | os.PathLike) -> dict[str, Any]:
+    """Trace error of B against A: ``{"greedy": paired_trace(...), "sampled": paired_sampled_trace(...) | None}``
+    (``sampled`` only when both hold samples)."""
+    (ga, sa), (gb, sb) = read_trace(a), read_trace(b)
+    names = (str(a), str(b))
+    return {
+        "greedy": paired_trace(ga, gb, names),
+        "sampled": None if sa is None or sb is None else paired_sampled_trace(sa, sb, names),
+    }
+
+
 __all__ = [
     "best_of_n_outcomes",
     "comparison",
     "has_samples",
+    "has_trace",
     "outcomes_file",
     "read_outcomes",
     "read_sampled",
+    "read_trace",
     "sampled_comparison",
+    "trace_comparison",
 ]

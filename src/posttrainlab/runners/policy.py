@@ -13,6 +13,12 @@ over an earlier good output). ``metrics.json`` holds, as fractions in [0, 1] (``
   interval) and maj@K (majority vote, Wilson interval), overall and per category, and the samples' format rate
   (``eval.sampled``); each ``samples.jsonl`` row then holds its samples, ``n_correct``, ``maj_answer`` and
   ``maj_correct``, which ``runners.compare.sampled_comparison`` pairs with another evaluation's;
+- ``trace_error`` when every problem is an arith-v1 one (``eval.trace_error``, Uesato et al. 2022): among the
+  greedy responses with the right answer, the share with a wrong step by the exact program labels
+  (``data.arith.steps.first_error``), with ``trace_error_count``, ``right_answers`` and a Wilson interval, overall
+  and per category; with samples, ``sampled.trace_error`` pools every right-answer sample of every problem. Each
+  ``samples.jsonl`` row (and each of its samples) then holds ``wrong_step``, rows with samples ``n_trace_errors``,
+  which ``runners.compare.trace_comparison`` pairs with another evaluation's;
 - ``preference`` when a preference split is named: the share of (chosen, rejected) pairs the policy
   ranks the right way round, overall and ``per_corruption`` (``eval.policy.preference_metrics``).
   Log-probabilities are summed over the completion tokens and the eos that ends them (TRL's DPOTrainer
@@ -33,6 +39,7 @@ from typing import Any
 from posttrainlab.data.problems import read_records
 from posttrainlab.errors import BadInput
 from posttrainlab.eval.policy import Scorer, grade_rows, policy_metrics, preference_margins, preference_metrics
+from posttrainlab.eval.trace_error import mark_rows, sampled_trace_metrics, trace_metrics
 from posttrainlab.generation.prompts import as_messages
 from posttrainlab.grading import get_grader
 from posttrainlab.provenance import provenance
@@ -172,6 +179,7 @@ def evaluate_policy(
             sampled = backend.generate(prompts, n=n_samples, temperature=sample_temperature, **sampling)
         sample_seconds = time.perf_counter() - start
     rows = grade_rows(records, responses, grade, sampled)
+    traced = mark_rows(rows)  # wrong_step per response and sample when every problem is arith-v1 (eval.trace_error)
     if sampled is not None:
         from posttrainlab.eval.sampled import add_votes
 
@@ -179,14 +187,18 @@ def evaluate_policy(
 
     metrics: dict[str, Any] = {"model": str(model_path), "data": str(data_spec), "split": split_name, "n": len(rows)}
     metrics.update(policy_metrics(rows, k))
+    categories = list(metrics["per_category"])
+    if traced:
+        metrics["trace_error"] = trace_metrics(rows, categories)
     if k > 1:
         metrics["pass_at_k"].update(temperature=sample_temperature, top_p=top_p, seconds=sample_seconds)
     if sampled is not None:
         from posttrainlab.eval.sampled import sampled_metrics
 
-        categories = list(metrics["per_category"])
         metrics["sampled"] = {**sampled_metrics(rows, categories), "temperature": sample_temperature, "top_p": top_p,
                               "seconds": sample_seconds}  # fmt: skip
+        if traced:
+            metrics["sampled"]["trace_error"] = sampled_trace_metrics(rows, categories)
     if pairs is not None:
         metrics["preference"] = _evaluate_preferences(pairs, backend, scorer, ref_model, opts)
     metrics["generation"] = {

@@ -27,6 +27,8 @@ SELECTOR_COLORS = {
     "prm_last": "#ff7f0e",
     "prm_product": "#d62728",
     "prm_mean": "#8c564b",
+    "orm": "#e377c2",
+    "orm_vote": "#17becf",
 }
 # (marker, line style) per selector; unknown selectors cycle through OTHER_STYLES
 SELECTOR_STYLES = {
@@ -36,6 +38,8 @@ SELECTOR_STYLES = {
     "prm_last": ("v", "--"),
     "prm_product": ("^", ":"),
     "prm_mean": ("P", "-."),
+    "orm": ("<", "--"),
+    "orm_vote": (">", ":"),
 }
 OTHER_STYLES = (("X", "-"), ("*", "--"), ("h", ":"))
 DODGE = 0.06  # log2 units between neighbouring selectors at one n (an octave is 1)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from posttrainlab.errors import BadInput, at_least_one
+from posttrainlab.errors import BadInput, at_least_one, finite
 from posttrainlab.eval.aggregation import AGGREGATIONS
 from posttrainlab.eval.step_metrics import DEFAULT_SWEEP, DEFAULT_THRESHOLD
 from posttrainlab.generation.sampling import check_sampling
@@ -64,6 +64,10 @@ class PolicyEvalSettings:
     def check(self) -> None:
         if self.limit is not None and self.limit < 1:
             raise BadInput(f"limit={self.limit}: must be at least 1")
+        at_least_one(batch_size=self.batch_size, max_new_tokens=self.max_new_tokens)  # 0 was refused only at the stage
+        finite("temperature", self.temperature)  # nan passed every comparison below (issue #42)
+        finite("top_p", self.top_p)
+        finite("sample_temperature", self.sample_temperature)
         if self.k < 1 or self.samples < 0 or self.n_samples < self.k:
             raise BadInput(f"k={self.k}, samples={self.samples}: need 1 <= k <= samples (samples 0: k)")
         if self.sample_temperature is not None and not self.sample_temperature > 0:
@@ -184,8 +188,7 @@ class JudgeSettings:
         at_least_one(True, num_threads=self.num_threads, max_tokens=self.max_tokens, max_samples=self.max_samples)
         if self.on_invalid not in ("abort", "record"):
             raise BadInput(f"--on-invalid {self.on_invalid!r}: choose abort or record")
-        if self.timeout_s <= 0:
-            raise BadInput(f"--timeout {self.timeout_s}: must be positive")
+        finite("--timeout", self.timeout_s, positive=True)  # nan passed `<= 0` and left an empty --out (issue #42)
         if not self.model_name:
             raise BadInput("--model-name is empty: give the name the server serves")
 

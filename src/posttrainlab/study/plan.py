@@ -142,7 +142,7 @@ def _sources(s: StudyRun) -> list[Stage]:
 def _report(s: StudyRun) -> list[Stage]:
     from posttrainlab.study.report import write_report
 
-    return [Stage("report", partial(write_report, s.cfg, s.layout, s.identity), None)]  # always rebuilt
+    return [Stage("report", partial(write_report, s.cfg, s.layout, s.identity), None, rebuilt=True)]
 
 
 #: the study after its policy, in order: each row adds the stages it runs for a config

@@ -308,9 +308,10 @@ def run_trainer(trainer, recipe, method: str, n_records: int, start: Start | Non
     Called only after the run's data and models loaded: a run that fails its checks writes nothing.
     """
     from posttrainlab.config import save_config
-    from posttrainlab.data.atomic import write_text
+    from posttrainlab.data.jsonl import write_json
     from posttrainlab.progress import use_train_log
     from posttrainlab.provenance import provenance
+    from posttrainlab.train.finite import use_finite_check
     from posttrainlab.train.launch import report_launch
 
     out = Path(recipe.output_dir)
@@ -329,6 +330,7 @@ def run_trainer(trainer, recipe, method: str, n_records: int, start: Start | Non
     use_train_log(trainer, method)  # one line per logging step, not transformers' dicts and tqdm bars
     use_tensorboard_folder(trainer, out)  # out/tensorboard, not transformers' out/runs/<date>_<host> (train.logs)
     report_launch(trainer, method)  # under accelerate launch: one line, what the processes run (train.launch)
+    use_finite_check(trainer, method)  # a non-finite loss, gradient or weight stops the run: no model, no summary
     t0 = time.time()
     result = trainer.train(resume_from_checkpoint=start.checkpoint)
     save_model(trainer, out)
@@ -346,7 +348,7 @@ def run_trainer(trainer, recipe, method: str, n_records: int, start: Start | Non
             "recipe": asdict(recipe),
             "provenance": provenance(seeds={"seed": recipe.optim.seed}),
         }
-        write_text(out / SUMMARY, json.dumps(summary, indent=2) + "\n")
+        write_json(out / SUMMARY, summary)  # strict JSON: a NaN loss as null, never `Infinity`
     _leave_process_group()
     return out
 

@@ -12,6 +12,11 @@ Every setting the loss depends on is a recipe field passed to ``trl.GRPOConfig``
 pinned in ``PINNED``. ``prompt_filter.enabled`` samples ``prompt_filter.k`` answers per prompt from the starting
 policy before training and keeps the prompts it sometimes but not always solves (``filter_prompts``; written to
 ``OUT/grpo_prompts.jsonl`` and reused on resume): a group whose answers are all wrong or all right has no advantage.
+
+``prm_reward.path`` adds a trained PRM as a reward (``train.prm_reward``): ``mode: sequence`` as a third weighted
+term, ``mode: step`` as step-level advantages on ``ProcessGRPOTrainer`` (``train.grpo_process.trainer_class``).
+Every run writes ``OUT/reward_log.jsonl`` (``train.reward_log``): the PRM's mean score (when used) beside the
+samples' exact accuracy and step errors at each logging step, where reward hacking shows (``report.hacking``).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from pathlib import Path
 
 from posttrainlab.train.common import (
     Start,
+    check_model,
     check_run,
     checked_records,
     run_rows,
@@ -72,7 +78,7 @@ def grpo_kwargs(recipe: GRPORecipe) -> dict:
         "max_completion_length": recipe.max_completion_length,
         "temperature": recipe.temperature,
         "beta": recipe.beta,
-        "reward_weights": [recipe.rewards.correctness, recipe.rewards.format],
+        "reward_weights": [recipe.rewards.correctness, recipe.rewards.format, *prm_weight(recipe)],
         "loss_type": recipe.loss_type,
         "scale_rewards": recipe.scale_rewards,
         "num_iterations": recipe.num_iterations,
@@ -83,13 +89,39 @@ def grpo_kwargs(recipe: GRPORecipe) -> dict:
     return trainer_kwargs(config_class(), recipe, own, fixed=PINNED)
 
 
-def build_trainer(recipe: GRPORecipe, records: list[dict] | None = None):
+def prm_weight(recipe: GRPORecipe) -> list[float]:
+    """The PRM reward's weight in TRL's sum, when there is one: ``prm_reward.weight`` as a sequence reward, 0 in step
+    mode (its advantages are added per token by ``ProcessGRPOTrainer``; the sum only logs its mean)."""
+    cfg = recipe.prm_reward
+    if not cfg.path:
+        return []
+    return [cfg.weight if cfg.mode == "sequence" else 0.0]
+
+
+def build_trainer(recipe: GRPORecipe, records: list[dict] | None = None, scorer=None):
+    """``(trainer, records)``; ``scorer`` (with ``score_batch``) replaces the PRM loaded from ``prm_reward.path``."""
     from trl import GRPOTrainer
 
+    from posttrainlab.train.reward_log import reward_log_callback
+
     kwargs = grpo_kwargs(recipe)
-    rewards = [correctness_reward, format_reward]
-    return build_trl(GRPOTrainer, config_class(), recipe, kwargs, grpo_rows, records, padding_side="left",
-                     reward_funcs=rewards)  # fmt: skip
+    rewards, trainer_cls, extra = [correctness_reward, format_reward], GRPOTrainer, {}
+    cfg = recipe.prm_reward
+    if cfg.path:
+        from posttrainlab.train.prm_reward import PRMReward
+
+        check_model(recipe.model)  # the policy first: a missing policy is named before the PRM loads
+        prm = PRMReward(cfg, scorer)
+        rewards.append(prm)
+        if cfg.mode == "step":
+            from posttrainlab.train.grpo_process import trainer_class
+
+            trainer_cls, extra = trainer_class(), {"process_reward": prm, "process_weight": cfg.weight,
+                                                   "credit": cfg.credit}  # fmt: skip
+    trainer, n = build_trl(trainer_cls, config_class(), recipe, kwargs, grpo_rows, records, padding_side="left",
+                           reward_funcs=rewards, **extra)  # fmt: skip
+    trainer.add_callback(reward_log_callback(recipe.output_dir))
+    return trainer, n
 
 
 PROMPTS = "grpo_prompts"  # OUT/grpo_prompts.jsonl (the prompts kept) and OUT/grpo_prompts.json (settings, counts)
@@ -138,11 +170,11 @@ def filtered_records(recipe: GRPORecipe, start: Start, backend=None) -> list[dic
     return kept
 
 
-def train_grpo(recipe: GRPORecipe, existing: str = "check", backend=None) -> Path:
+def train_grpo(recipe: GRPORecipe, existing: str = "check", backend=None, scorer=None) -> Path:
     """Check the run folder, then the data and the model, then train (``common.check_run``); with
     ``prompt_filter.enabled`` the prompts are filtered first (``backend``, a ``SamplingBackend``, replaces the model
-    sampled)."""
+    sampled; ``scorer`` the PRM of ``prm_reward.path``)."""
     start = check_run(recipe, existing)
     records = filtered_records(recipe, start, backend) if recipe.prompt_filter.enabled else None
-    trainer, n = build_trainer(recipe, records)
+    trainer, n = build_trainer(recipe, records, scorer)
     return run_trainer(trainer, recipe, "grpo", n, start)

@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -23,6 +22,8 @@ def log_callback(output_dir: str | os.PathLike):
     """A TrainerCallback that appends every log event to ``output_dir/train_log.jsonl``."""
     from transformers import TrainerCallback
 
+    from posttrainlab.data.jsonl import strict_json
+
     path = Path(output_dir) / LOG
 
     class JsonlLogger(TrainerCallback):
@@ -32,7 +33,7 @@ def log_callback(output_dir: str | os.PathLike):
             path.parent.mkdir(parents=True, exist_ok=True)
             row = {"step": state.global_step, "epoch": state.epoch, **logs}
             with open(path, "a", encoding="utf-8") as f:
-                f.write(json.dumps(row) + "\n")
+                f.write(strict_json(row) + "\n")  # NaN as null: strict JSON (data.jsonl)
 
     return JsonlLogger()
 

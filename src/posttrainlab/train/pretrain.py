@@ -41,6 +41,24 @@ class PretrainOptim:
     save_steps: int = 400
     seed: int = 1  # chosen on dev with the init seed: at lr 1e-3 some seeds train much worse (docs/policy-lab.md)
 
+    def check(self) -> None:
+        """``BadInput`` naming the field for a value no run can train with: a rate that is NaN, infinite or not
+        above 0 (it trained NaN weights, issue #42), no epochs, a count below 1, a warmup share outside [0, 1)."""
+        from posttrainlab.errors import BadInput, finite
+        from posttrainlab.train.recipes import at_least
+
+        for name in ("epochs", "learning_rate", "warmup_ratio", "weight_decay"):
+            finite(name, getattr(self, name))
+        for name in ("epochs", "learning_rate"):
+            if not getattr(self, name) > 0:
+                raise BadInput(f"{name}={getattr(self, name)}: must be greater than 0")
+        for name in ("batch_size", "seq_len", "logging_steps", "save_steps"):
+            at_least(name, getattr(self, name), 1)
+        if not 0 <= self.warmup_ratio < 1:
+            raise BadInput(f"warmup_ratio={self.warmup_ratio}: must be in [0, 1) (a share of the steps)")
+        if self.weight_decay < 0:
+            raise BadInput(f"weight_decay={self.weight_decay}: must be >= 0")
+
 
 @dataclass
 class PretrainConfig:
@@ -163,12 +181,16 @@ def pretrain(cfg: PretrainConfig, out: str | os.PathLike, resume: bool = True) -
     import torch
     from transformers import Trainer, TrainingArguments
 
+    from posttrainlab.config import check_settings
+    from posttrainlab.data.jsonl import strict_json
     from posttrainlab.models.tiny import build_model, count_parameters, save_pretrained
     from posttrainlab.progress import use_train_log
+    from posttrainlab.train.finite import use_finite_check
 
     out = Path(out)
     if is_cached(out, cfg):
         return out
+    check_settings(cfg)  # a config built in Python gets load_config's checks too (a NaN learning rate...)
     check_out(out)  # before the minutes of training, not after
     torch.manual_seed(cfg.train.seed)
     model, tokenizer = build_model(cfg.model)
@@ -197,6 +219,7 @@ def pretrain(cfg: PretrainConfig, out: str | os.PathLike, resume: bool = True) -
     )
     trainer = Trainer(model=model, args=args, train_dataset=_Blocks(ids, labels))
     use_train_log(trainer, "pretrain")  # one line per logging step (progress.py), not tqdm and raw dicts
+    use_finite_check(trainer, "pretrain")  # a non-finite loss, gradient or weight stops it: no base saved
     has_checkpoint = resume and any(work.glob("checkpoint-*"))
     trainer.train(resume_from_checkpoint=True if has_checkpoint else None)
     seen = {item.program for item in items} | eval_set
@@ -207,6 +230,7 @@ def pretrain(cfg: PretrainConfig, out: str | os.PathLike, resume: bool = True) -
         "parameters": count_parameters(model),
         "tokens_per_epoch": int(ids.numel()),
         "trained_tokens": int((labels != -100).sum()),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),  # its kernels decide the floats (provenance.py)
         "heldout_accuracy": acc,
         "contamination": report,
         "log_history": trainer.state.log_history,
@@ -215,9 +239,9 @@ def pretrain(cfg: PretrainConfig, out: str | os.PathLike, resume: bool = True) -
     def finish(folder: Path) -> None:  # the metadata goes into the staged folder, so the base is swapped in whole
         from posttrainlab.data.atomic import folder_files
 
-        (folder / CONTAMINATION_JSON).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        (folder / CONTAMINATION_JSON).write_text(strict_json(report, indent=2) + "\n", encoding="utf-8")
         meta["files"] = sorted({*folder_files(folder), PRETRAIN_JSON})
-        (folder / PRETRAIN_JSON).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+        (folder / PRETRAIN_JSON).write_text(strict_json(meta, indent=2) + "\n", encoding="utf-8")
 
     save_pretrained(model, tokenizer, out, what=BASE, finish=finish)
     return out

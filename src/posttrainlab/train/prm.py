@@ -19,6 +19,11 @@ The run folder holds the model and tokenizer in Hugging Face format plus ``prm_c
 separator, format, input format; ``no_answer_step`` when the rows hold arith-prm's explicit missing-answer
 step), so ``posttrainlab.prm.PRM.from_pretrained(output_dir)`` scores with it; every
 checkpoint gets the same file. A LoRA run is merged into the base weights before the final save.
+
+An outcome reward model (ORM) is this trainer too: ``supervision: outcome | outcome-last`` trains the same heads on
+outcome labels (``prm.examples.outcome_labels``) and writes ``orm: true`` into ``prm_config.json``, so every
+loader scores it by its last step (docs/process-vs-outcome.md); ``posttrain train orm`` is ``train prm`` refusing
+a recipe that is not an ORM's.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from posttrainlab.prm.examples import make_examples, read_items
 from posttrainlab.prm.losses import IGNORE, prm_loss
 from posttrainlab.train.common import check_run, peft_config, resolve_model, run_trainer, trainer_kwargs
 from posttrainlab.train.logs import log_callback
-from posttrainlab.train.prm_recipe import PRMRecipe
+from posttrainlab.train.prm_recipe import OUTCOME_SUPERVISION, PRMRecipe
 
 log = logging.getLogger(__name__)
 
@@ -154,9 +159,10 @@ def build_trainer(recipe: PRMRecipe):
         TrainingArguments, recipe, own, fixed={"remove_unused_columns": False, "label_names": ["labels"]}
     )
     soft = recipe.supervision == "soft"
-    items = read_items(data, soft=soft)  # a bad data file fails before any model is loaded
+    outcome = recipe.supervision if recipe.supervision in OUTCOME_SUPERVISION else None  # an ORM: outcome labels
+    items = read_items(data, soft=soft, outcome=outcome)  # a bad data file fails before any model is loaded
     held = None if data.eval_path is None else read_items(replace(data, path=data.eval_path, limit=data.eval_limit),
-                                                          soft=soft)  # fmt: skip
+                                                          soft=soft, outcome=outcome)  # fmt: skip
     set_seed(recipe.optim.seed)  # a fresh token-cls head is initialised from this seed
     model, tokenizer, spec = load_for_training(
         resolve_model(recipe.model),
@@ -172,6 +178,8 @@ def build_trainer(recipe: PRMRecipe):
     )
     if any(NO_ANSWER_STEP in getattr(item, "steps", ()) for item in items):  # arith-prm's missing-answer step:
         spec = replace(spec, no_answer_step=NO_ANSWER_STEP)  # best-of-N and beam search append it when scoring
+    if outcome is not None:  # scored by its last step wherever it is loaded (prm.spec.PRMSpec.orm)
+        spec = replace(spec, orm=True)
     grouped = recipe.dataset.format == "mc-value" and recipe.dataset.mc_rows == "grouped"
     if grouped and not is_causal(model.config):
         raise BadInput(

@@ -12,11 +12,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from posttrainlab.data.formats.registry import FORMATS
-from posttrainlab.errors import BadInput
+from posttrainlab.errors import BadInput, finite
 from posttrainlab.prm.spec import HEADS, INPUT_FORMATS
 from posttrainlab.train.recipes import LoraSwitch, OptimConfig, at_least, check_run_settings
 
-SUPERVISION = ("step", "span", "soft")
+SUPERVISION = ("step", "span", "soft", "outcome", "outcome-last")
+#: the supervisions that train an outcome reward model (ORM): every labelled step (or the last only) gets the
+#: solution's final outcome (``prm.examples.outcome_labels``); ``prm_config.json`` then says ``"orm": true``
+OUTCOME_SUPERVISION = ("outcome", "outcome-last")
+#: the formats that hold whole solutions (an ORM's rows); span and ProcessBench rows are cut at the first error
+OUTCOME_FORMATS = ("step", "math-shepherd")
 MC_ROWS = ("grouped", "prefix", "messages")
 MC_STEP_IDX = ("auto", "count", "last")
 
@@ -63,7 +68,9 @@ class PRMRecipe:
     # token-cls (2-label token classification) | verdict (P(yes) vs P(no) from the LM head) | result (the LM's own
     # probability of each line's result, trained on the step labels: the baseline verifier, fine-tuned; prm.heads)
     head: str = "token-cls"
-    supervision: str = "step"  # step (hard step labels) | span (<HAL> token labels too) | soft (MC values V)
+    # step (hard step labels) | span (<HAL> token labels too) | soft (MC values V) | outcome (an ORM: every step
+    # labelled with the solution's final outcome, 1 = right answer) | outcome-last (an ORM: the last step only)
+    supervision: str = "step"
     separator: str = "<extra_0>"  # after every step; added as a special token when the tokenizer lacks it
     chat_template: bool | None = None  # null: use the tokenizer's chat template when it has one
     system_prompt: str | None = None  # chat format only; null: Qwen2.5-Math-PRM's ("Please reason step by step...")
@@ -102,14 +109,20 @@ class PRMRecipe:
         for name, (value, allowed) in choices.items():
             if value not in allowed:
                 raise BadInput(f"{name} {value!r}: choose one of {', '.join(allowed)}")
+        if self.supervision in OUTCOME_SUPERVISION and self.dataset.format not in OUTCOME_FORMATS:
+            raise BadInput(
+                f"supervision {self.supervision} (an ORM) needs whole solutions: dataset.format "
+                f"{' or '.join(OUTCOME_FORMATS)}, not {self.dataset.format}"
+            )
         if self.supervision == "span" and self.dataset.format != "span":
             raise BadInput(f"supervision span needs dataset.format span (<HAL> annotations), not {self.dataset.format}")
-        if len(self.class_weights) != 2 or any(w <= 0 for w in self.class_weights):
-            raise BadInput(f"class_weights {self.class_weights}: expected two positive numbers [wrong, correct]")
+        if len(self.class_weights) != 2 or not all(0 < w < float("inf") for w in self.class_weights):
+            raise BadInput(f"class_weights {self.class_weights}: expected two finite positive numbers [wrong, correct]")
         if self.max_length < 2:
             raise BadInput(f"max_length {self.max_length}: must be at least 2")
         if not self.separator:
             raise BadInput("separator: must not be empty")
+        finite("head_learning_rate", self.head_learning_rate)
         if self.head_learning_rate is not None and not self.head_learning_rate > 0:
             raise BadInput(f"head_learning_rate={self.head_learning_rate}: must be greater than 0 (or null)")
         if self.freeze_backbone_steps < 0:

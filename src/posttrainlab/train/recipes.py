@@ -21,7 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from posttrainlab.errors import BadInput
+from posttrainlab.errors import BadInput, finite
+from posttrainlab.train.prm_reward import PRMRewardConfig
 
 DEFAULT_DATA = "data/arith-v1"  # the one path where a missing arith-v1 is built unasked
 
@@ -67,7 +68,10 @@ class OptimConfig:
     activation_checkpointing: bool = False
 
     def check(self) -> None:
-        """``BadInput`` naming the field for a value no run can train with (module docstring)."""
+        """``BadInput`` naming the field for a value no run can train with (module docstring); a rate or weight
+        that is NaN or infinite first (``optim.learning_rate=inf`` trained NaN weights and exited 0, issue #42)."""
+        for name in ("epochs", "learning_rate", "warmup_ratio", "weight_decay", "max_grad_norm"):
+            finite(name, getattr(self, name))
         if self.max_steps == 0 or self.max_steps < -1:
             raise BadInput(f"max_steps={self.max_steps}: must be at least 1, or -1 to train optim.epochs")
         if self.max_steps == -1 and not self.epochs > 0:
@@ -96,6 +100,7 @@ class LoraSwitch:
     def check(self) -> None:
         """``BadInput`` for a rank below 1, a non-positive alpha or a dropout outside [0, 1)."""
         at_least("r", self.r, 1)
+        finite("alpha", self.alpha)
         if not self.alpha > 0:
             raise BadInput(f"alpha={self.alpha}: must be greater than 0")
         if not 0 <= self.dropout < 1:
@@ -116,11 +121,18 @@ def at_least(name: str, value: int | None, low: int) -> None:
 
 
 def check_run_settings(recipe) -> None:
-    """What every recipe (the PRM's too) needs: a model, an output_dir and a max_length of at least 1."""
+    """What every recipe (the PRM's too) needs: a model, an output_dir and a max_length of at least 1, and an
+    output_dir that is not the ``model`` (or DPO's ``ref_model``) it trains from: ``model=X output_dir=X --overwrite``
+    destroyed the input model (issue #42)."""
     for name in ("model", "output_dir"):
         if not getattr(recipe, name):
             raise BadInput(f"{name}: empty; name a {'model' if name == 'model' else 'folder'}")
     at_least("max_length", getattr(recipe, "max_length", None), 1)
+    from posttrainlab.data.atomic import check_not_input  # the model read must not be the folder written, any spelling
+
+    models = {"model": recipe.model, "ref_model": getattr(recipe, "ref_model", None)}  # "base": the cached base
+    if not recipe.output_dir.startswith("(set by "):  # a job's placeholder (quickstart.PLACED): paths come later
+        check_not_input(recipe.output_dir, {k: v for k, v in models.items() if v != "base"}, flag="output_dir")
 
 
 @dataclass
@@ -194,6 +206,8 @@ class DPORecipe:
         from posttrainlab.label.policy_pairs import check_preference
 
         check_run_settings(self)
+        finite("beta", self.beta)
+        finite("sft_weight", self.sft_weight)
         if not self.beta > 0:
             raise BadInput(f"beta={self.beta}: must be greater than 0")
         if not self.sft_weight >= 0:
@@ -217,6 +231,7 @@ class SamplingSettings:
         at_least("k", self.k, 1)
         at_least("batch_size", self.batch_size, 1)
         at_least("max_new_tokens", self.max_new_tokens, 1)
+        finite("temperature", self.temperature)
         if not self.temperature > 0:
             raise BadInput(f"temperature={self.temperature}: must be greater than 0 (k samples, not k equal answers)")
         if not 0 < self.top_p <= 1:
@@ -229,6 +244,13 @@ class RewardWeights:
 
     correctness: float = 1.0  # 1 when the final answer is right
     format: float = 0.2  # 1 when the answer line has the required form, right or wrong (0: not in the reward)
+
+    def check(self) -> None:
+        """``BadInput`` for a weight that is NaN, infinite or below 0 (both at 0 with no PRM reward: ``GRPORecipe``)."""
+        for name in ("correctness", "format"):
+            finite(name, getattr(self, name))
+            if getattr(self, name) < 0:
+                raise BadInput(f"{name}={getattr(self, name)}: must be >= 0")
 
 
 @dataclass
@@ -275,17 +297,21 @@ class GRPORecipe:
     epsilon: float = 0.2  # the probability ratio is clipped to [1 - epsilon, 1 + epsilon]
     mask_truncated_completions: bool = False  # completions cut at max_completion_length leave the loss
     prompt_filter: PromptFilter = field(default_factory=PromptFilter)  # keep prompts the policy sometimes solves
+    prm_reward: PRMRewardConfig = field(default_factory=PRMRewardConfig)  # a PRM as a reward (off: path null)
     trust_remote_code: bool = False
     trainer_args: dict[str, Any] = field(default_factory=dict)  # trl.GRPOConfig fields, as they are
 
     def check(self) -> None:
         """``check_run_settings``; a group of at least 2 (one answer has no relative advantage), ``temperature > 0``,
-        a known loss and scaling, at least one update per generation batch."""
+        a known loss and scaling, at least one update per generation batch; step-level PRM advantages need a loss
+        that reads an advantage per token (not ``vespo``, which weighs whole sequences by the advantage's sign)."""
         check_run_settings(self)
         at_least("num_generations", self.num_generations, 2)
         at_least("max_completion_length", self.max_completion_length, 1)
         at_least("num_iterations", self.num_iterations, 1)
         at_least("steps_per_generation", self.steps_per_generation, 1)
+        for name in ("temperature", "beta", "epsilon"):
+            finite(name, getattr(self, name))
         if not self.temperature > 0:
             raise BadInput(f"temperature={self.temperature}: must be greater than 0 (GRPO samples a group)")
         if self.beta < 0:
@@ -295,6 +321,12 @@ class GRPORecipe:
         for name, known in (("loss_type", GRPO_LOSSES), ("scale_rewards", REWARD_SCALINGS)):
             if getattr(self, name) not in known:
                 raise BadInput(f"{name}={getattr(self, name)!r}: choose one of {', '.join(known)}")
+        prm = bool(self.prm_reward.path) and self.prm_reward.weight > 0
+        if not (self.rewards.correctness + self.rewards.format > 0 or prm):
+            raise BadInput("rewards.correctness=0 and rewards.format=0: no reward to learn from; set a weight above 0 "
+                           "(or a PRM reward: prm_reward.path)")  # fmt: skip
+        if self.prm_reward.path and self.prm_reward.mode == "step" and self.loss_type == "vespo":
+            raise BadInput("prm_reward.mode=step: loss_type=vespo weighs whole sequences; choose another loss_type")
 
 
 #: RFT's sample filters: the final answer right, or every step exactly right too (``data.arith.steps``)
@@ -340,6 +372,7 @@ class RFTRecipe:
     def check(self) -> None:
         check_run_settings(self)
         at_least("rounds", self.rounds, 1)
+        finite("sft_ratio", self.sft_ratio)
         if not self.sft_ratio >= 0:
             raise BadInput(f"sft_ratio={self.sft_ratio}: must be >= 0")
         if not 0 < self.max_pass_rate <= 1:

@@ -68,7 +68,8 @@ def test_convert_sharp(tmp_path, suffix):
 def test_convert_sharp_stops_at_a_bad_row_and_keeps_the_old_output(tmp_path):
     out = tmp_path / "step.jsonl"
     out.write_text("previous good output\n", encoding="utf-8")
-    result = run("convert", "sharp", "--span", ASSETS / "span_bad.jsonl", "--out", out)
+    # --overwrite: an existing --out is refused without it (issue #42); with it, a bad row still keeps the old output
+    result = run("convert", "sharp", "--span", ASSETS / "span_bad.jsonl", "--out", out, "--overwrite")
     message = bad_input(result)
     assert message.startswith(f"{ASSETS / 'span_bad.jsonl'}: row 0: unclosed <HAL> at char 2 of piece 0")
     assert out.read_text(encoding="utf-8") == "previous good output\n"

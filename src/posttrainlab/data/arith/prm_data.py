@@ -66,7 +66,7 @@ from posttrainlab.data.cards.kinds import write_folder_card
 from posttrainlab.data.cards.render import CARD
 from posttrainlab.data.formats.math_shepherd import step_to_ms
 from posttrainlab.data.formats.step import check_step_row
-from posttrainlab.data.jsonl import dumps
+from posttrainlab.data.jsonl import dumps, strict_json
 from posttrainlab.data.manifest import MANIFEST, file_entry, manifest_text
 from posttrainlab.errors import BadInput
 from posttrainlab.grading.arith import ArithGrader
@@ -367,7 +367,7 @@ def write_dataset(out: str | Path, splits: dict[str, SplitBuilder], meta: dict[s
                     for row in rows:
                         f.write(dumps(row) + "\n")
                 files[rel] = file_entry(path)
-        (tmp / STATS).write_text(json.dumps(stats, indent=2) + "\n", encoding="utf-8")
+        (tmp / STATS).write_text(strict_json(stats, indent=2) + "\n", encoding="utf-8")
         files[STATS] = file_entry(tmp / STATS)
         manifest = {"dataset": DATASET, **meta, "files": files, "stats": stats}
         (tmp / MANIFEST).write_text(manifest_text(manifest), encoding="utf-8")

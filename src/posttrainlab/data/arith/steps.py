@@ -56,6 +56,15 @@ def _patterns() -> list[tuple[re.Pattern, str, str]]:
     return out
 
 
+def problem_of(row: dict) -> Problem | None:
+    """The arith-v1 problem a data row's question states (``data.problems.row_question``); ``None`` for another
+    dataset's row."""
+    from posttrainlab.data.problems import row_question
+
+    question = row_question(row)
+    return None if question is None else parse_question(question)
+
+
 def parse_question(text: str) -> Problem | None:
     """The arith-v1 problem a question (or a whole prompt) states; None when no template matches.
 

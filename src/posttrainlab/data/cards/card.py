@@ -40,7 +40,7 @@ from posttrainlab.data.cards.render import (
     size_category,
     table,
 )
-from posttrainlab.data.manifest import FileProblem, sha256_file
+from posttrainlab.data.manifest import FileProblem, inside, sha256_file
 from posttrainlab.errors import BadInput
 
 #: the files of a model folder whose bytes make its SHA-256 (weights, config, tokenizer)
@@ -218,7 +218,9 @@ def verify_card(folder: str | os.PathLike) -> tuple[int, list[FileProblem]] | No
     problems = []
     for rel, sha in listed.items():
         file = folder / rel
-        if not file.is_file():
+        if not inside(rel):  # never hash a file outside the folder (data.manifest.inside)
+            problems.append(FileProblem(file, f"listed in {CARD} but outside {folder} (absolute or '..'); refused"))
+        elif not file.is_file():
             problems.append(FileProblem(file, f"listed in {CARD} but missing"))
         elif (found := sha256_file(file)) != sha:
             problems.append(FileProblem(file, f"checksum mismatch: {CARD} says sha256 {sha}, found {found}"))

@@ -130,6 +130,41 @@ def write_folder_card(
         return None
 
 
+def check_recorded(folder: str | os.PathLike, rehash: bool = False) -> list[FileProblem]:
+    """Before ``posttrain data card`` writes a card: the folder's files must still match what ``manifest.json`` and
+    the card's Files table record, else the card would mix recorded numbers (``records``, SHA-256, provenance) with
+    recounted ones (issue #42). A mismatch is ``BadInput`` naming the files, unless ``rehash``: then the manifest's
+    entries (and arith-v1's records per split) are rewritten from the files as they are, and the card follows them.
+    Returns the mismatches that ``rehash`` accepted."""
+    from posttrainlab.data.atomic import write_text
+    from posttrainlab.data.manifest import MANIFEST, file_entry, has_manifest, load_manifest, manifest_text, verify_dir
+
+    folder = Path(folder)
+    problems = verify_dir(folder) if has_manifest(folder) else []
+    problems += (verify_card(folder) or (0, []))[1]
+    if not problems:
+        return []
+    if not rehash:
+        names = list(dict.fromkeys(str(p.path) for p in problems))
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        raise BadInput(
+            f"{folder}: {len(names)} file(s) no longer match what {MANIFEST} / {CARD} record ({shown}: "
+            f"{problems[0].fault}); run `posttrain data verify {folder}`, or pass --rehash to record the files as "
+            "they are now"
+        )
+    if has_manifest(folder):
+        manifest = load_manifest(folder)
+        for rel in manifest["files"]:
+            if (folder / rel).is_file():
+                manifest["files"][rel] = {**manifest["files"][rel], **file_entry(folder / rel)}
+        for name, info in (manifest.get("splits") or {}).items():  # arith-v1: the card's table of splits
+            rel = f"{info.get('config')}/{name}.jsonl" if isinstance(info, dict) else None
+            if rel in manifest["files"]:
+                info["records"] = manifest["files"][rel]["records"]
+        write_text(folder / MANIFEST, manifest_text(manifest))
+    return problems
+
+
 def upstream_provenance(path: str | os.PathLike | None) -> dict[str, Any]:
     """Policy, sampling, judge and data of the card beside ``path`` (a folder, or a file in one); ``{}`` if none.
 
@@ -195,6 +230,7 @@ def verify_folder(folder: str | os.PathLike) -> tuple[list[str], list[FileProble
 __all__ = [
     "KINDS",
     "PAIRS_DIR",
+    "check_recorded",
     "detect_kind",
     "publish_pairs",
     "upstream_provenance",

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from posttrainlab.data.jsonl import iter_jsonl
+from posttrainlab.data.jsonl import decode_line, iter_jsonl
 from posttrainlab.errors import BadInput, one_line
 
 SUFFIXES = (".jsonl", ".json", ".parquet")
@@ -55,8 +55,8 @@ def _iter_json(path: Path) -> Iterator[dict[str, Any]]:
 
     A first line that is a whole JSON object means JSON Lines; anything else is parsed as one document.
     """
-    with open(path, encoding="utf-8") as f:
-        first = f.readline().strip()
+    with open(path, "rb") as f:
+        first = decode_line(path, 1, f.readline()).strip()
     if first.startswith("{"):
         try:
             one = json.loads(first)
@@ -70,6 +70,8 @@ def _iter_json(path: Path) -> Iterator[dict[str, Any]]:
             data = json.load(f)
     except json.JSONDecodeError as e:
         raise BadInput(f"{path}: not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
+    except UnicodeDecodeError as e:
+        raise BadInput(f"{path}: not valid UTF-8 (byte 0x{e.object[e.start]:02x}); save the file as UTF-8") from None
     rows = data if isinstance(data, list) else _single_list_of_rows(data) if isinstance(data, dict) else None
     if rows is None:
         raise BadInput(f"{path}: expected JSON Lines, an array of objects or one key holding one")

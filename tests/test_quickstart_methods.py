@@ -1,8 +1,7 @@
-"""The ``effects`` preset (issue #22) and the quickstart methods it turns on: ``rft`` and the ``sft-continued`` control.
+"""The quickstart methods of the default preset: ``rft`` and the ``sft-continued`` control, with sampled metrics.
 
-The preset keeps the default preset's base, SFT and DPO as they are, so its numbers sit beside the README's; it adds
-rft, sft-continued, the GRPO built for signal and sampled metrics. sft-continued is rft's fine-tune on the SFT data,
-from the SFT model, for the steps the run it names took; it must come after that run."""
+sft-continued is rft's fine-tune on the SFT data, from the SFT model, for the steps the run it names took; it must
+come after that run."""
 
 from __future__ import annotations
 
@@ -11,39 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from posttrainlab.config import load_config
 from posttrainlab.errors import BadInput
 from posttrainlab.quickstart import QuickstartConfig, check_config, method_recipe, place, planned_stages
 from posttrainlab.quickstart import quickstart_config as preset
 from posttrainlab.run_layout import RunLayout
-from posttrainlab.train.recipes import GRPORecipe, RFTRecipe
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_effects_keeps_the_default_base_sft_and_dpo_and_turns_the_new_settings_on():
-    default, effects = preset("default"), preset("effects")
-    for part in ("base", "base_model", "sft", "dpo", "seeds"):
-        assert asdict(effects)[part] == asdict(default)[part], part
-    assert effects.methods == ["dpo", "dpo-policy", "grpo", "rft", "sft-continued"]
-    assert effects.continued_steps_from == "rft" and not effects.process.enabled
-    assert (effects.eval.samples, effects.eval.sample_temperature) == (8, 1.0)
-    assert (default.eval.samples, default.grpo.loss_type, default.methods) == (0, "dapo", ["dpo", "dpo-policy", "grpo"])
-    signal = load_config(GRPORecipe, ROOT / "configs/arith/grpo-signal.yaml")
-    keys = ("loss_type", "scale_rewards", "beta", "num_iterations", "steps_per_generation", "epsilon",
-            "mask_truncated_completions", "num_generations", "max_completion_length", "temperature", "rewards",
-            "prompt_filter", "optim")  # fmt: skip
-    assert {k: asdict(effects.grpo)[k] for k in keys} == {k: asdict(signal)[k] for k in keys}
-    # rft.yaml's recipe but the process filter and two rounds, chosen on dev (docs/policy-lab.md "RFT's levers")
-    shipped = load_config(RFTRecipe, ROOT / "configs/arith/rft.yaml", ["rejection.filter=process", "rounds=2"])
-    keys = ("sft_ratio", "rejection", "rounds", "optim", "max_length")
-    assert {k: asdict(effects.rft)[k] for k in keys} == {k: asdict(shipped)[k] for k in keys}
-    assert (effects.rft.rejection.filter, effects.rft.rounds) == ("process", 2)
-    assert planned_stages(effects)[-5:] == ["rft", "eval-rft", "sft-continued", "eval-sft-continued", "report"]
-
-
 def test_sft_continued_is_rfts_fine_tune_on_sft_data_for_the_steps_of_the_run_it_names():
-    cfg = preset("effects", ["seeds=2"])
+    cfg = preset("default", ["seeds=2"])
     place(cfg, RunLayout(Path("OUT")))
     rft, control = method_recipe(cfg, "rft", 1), method_recipe(cfg, "sft-continued", 1)
     assert (rft.model, rft.output_dir, rft.dataset.path, rft.sft_data.path) == (
@@ -112,4 +88,4 @@ def test_the_rft_sft_continued_and_sampled_eval_stages_run_in_a_run_folder(arith
 )
 def test_bad_sampled_eval_settings_are_one_line(bad, message):
     with pytest.raises(BadInput, match=message):
-        preset("effects", [bad])
+        preset("default", [bad])

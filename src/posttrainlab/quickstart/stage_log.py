@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from posttrainlab.progress import clock
-from posttrainlab.quickstart.config import QuickstartConfig, method_recipe
+from posttrainlab.quickstart.config import QuickstartConfig
 from posttrainlab.run_layout import RUN_JSON, STAGE_LOG
 
 
@@ -33,12 +33,24 @@ class StageLog:
 
         self.out, self.cfg = out, cfg
         self.path, self.log = out / RUN_JSON, out / log_name
-        self.state = {"preset": cfg.preset, "stages": [], "started": _now(), "config": asdict(cfg)}
+        before = _previous(self.path)
+        stages = [s for s in before.get("stages", []) if isinstance(s, dict)]
+        self.made = {s["name"]: s for s in stages if s.get("status") == "done"}  # what an earlier invocation made
+        self.invocations = [i for i in before.get("invocations", []) if isinstance(i, dict)]
+        if before and not self.invocations:  # a run.json from before invocations were kept: its run was the first
+            self.invocations = [{"run": 1, "started": before.get("started"), "provenance": before.get("provenance")}]
+        self.number = len(self.invocations) + 1
+        self.invocation = {"run": self.number, "started": utc_now(), "ran": [], "provenance": None}
+        self.invocations.append(self.invocation)
+        self.state = {"preset": cfg.preset, "stages": [], "started": before.get("started", self.invocation["started"]),
+                      "config": asdict(cfg), "invocations": self.invocations}  # fmt: skip
+        if "provenance" in before:
+            self.state["provenance"] = before["provenance"]
         self.plan = list(plan) if plan is not None else planned_stages(cfg, out)
         self.position, self.t0 = 0, time.time()
         self.earlier = _earlier_times(self.log)
         job = Path(log_name).stem
-        self._append(f"# {_now()} {job} preset={cfg.preset}: {len(self.plan)} stages: {' '.join(self.plan)}")
+        self._append(f"# {utc_now()} {job} preset={cfg.preset}: {len(self.plan)} stages: {' '.join(self.plan)}")
 
     def stage(self, name: str, done: bool, fn, console) -> None:
         i, m = self._number(name)
@@ -60,7 +72,12 @@ class StageLog:
         self._record(i, m, name, status, seconds)
         if status == "done":
             console.print(f"{tag} done in {clock(seconds)} ({self._elapsed()})")
-        self.state["stages"].append({"name": name, "seconds": round(seconds, 1), "status": status})
+        entry = {"name": name, "seconds": round(seconds, 1), "status": status, "run": self.number}
+        if status == "done":
+            self.invocation["ran"].append(name)
+        elif name in self.made:  # reused: the time and run of the invocation that made it
+            entry = {**self.made[name], "run": self.made[name].get("run", 1)}
+        self.state["stages"].append(entry)
         self.save()
 
     def _number(self, name: str) -> tuple[int, int]:
@@ -79,27 +96,35 @@ class StageLog:
         return total
 
     def _record(self, i: int, m: int, name: str, status: str, seconds: float | None) -> None:
-        self._append(f"{_now()}\tstage {i}/{m}\t{name}\t{status}\t{'-' if seconds is None else f'{seconds:.1f}'}")
+        self._append(f"{utc_now()}\tstage {i}/{m}\t{name}\t{status}\t{'-' if seconds is None else f'{seconds:.1f}'}")
 
     def _append(self, line: str) -> None:
         self.out.mkdir(parents=True, exist_ok=True)
         with open(self.log, "a", encoding="utf-8") as f:
             f.write(line + "\n")
 
-    def record_provenance(self, cfg: QuickstartConfig) -> None:
-        """``run.json``'s ``provenance``: commit, versions, device, threads, command line, each method's seeds."""
-        from posttrainlab.provenance import provenance
-
-        methods = ("sft", *cfg.methods)
-        seeds = {m: [method_recipe(cfg, m, k).optim.seed for k in range(cfg.seeds)] for m in methods}
-        self.state["provenance"] = provenance(seeds=seeds)
+    def record_invocation(self, provenance: dict) -> None:
+        """This invocation's provenance, recorded before the report is rebuilt; it becomes the run's when the invocation
+        made something (module docstring)."""
+        self.invocation["provenance"] = provenance
+        if self.invocation["ran"] or "provenance" not in self.state:
+            self.state["provenance"] = provenance
         self.save()
 
     def save(self) -> None:
         from posttrainlab.data.atomic import write_text
 
-        self.state["finished"] = _now()
-        write_text(self.path, json.dumps(self.state, indent=2) + "\n")
+        self.state["finished"] = utc_now()
+        write_text(self.path, json.dumps(self.state, indent=2, allow_nan=False) + "\n")
+
+
+def _previous(path: Path) -> dict:
+    """The run.json an earlier invocation left (``{}`` when there is none or it is unreadable)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def _earlier_times(log: Path) -> dict[str, float]:
@@ -108,5 +133,5 @@ def _earlier_times(log: Path) -> dict[str, float]:
     return {r[2]: float(r[4]) for r in rows if len(r) == 5 and r[3] == "done" and r[4].replace(".", "", 1).isdigit()}
 
 
-def _now() -> str:
+def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")

@@ -190,3 +190,21 @@ def test_every_stage_setting_is_checked_when_the_config_is_loaded(override):
     key = override.split("=")[0].split(".")[-1]
     with pytest.raises(BadInput, match=rf"^{override.split('.')[0]}\.{key}="):
         quickstart_config("default", [override])
+
+
+def test_a_training_run_folder_has_one_writer_too(tmp_path, capsys):
+    from cli_capture import cli
+
+    out = tmp_path / "sft"
+    with writer_lock(out):
+        code, _, err = cli(
+            capsys,
+            "train",
+            "sft",
+            "--config",
+            "configs/arith/sft.yaml",
+            f"output_dir={out}",
+            f"model={tmp_path / 'none'}",
+        )
+    assert code == 2 and "another posttrain is writing this training run folder" in err, err
+    assert not out.exists()

@@ -116,8 +116,10 @@ def check_trainer_args(method: str, recipe) -> None:
 
 def _run(method: str, config: Path, overrides: list[str] | None, resume: bool, overwrite: bool, show: bool,
          verbose: bool = False, seeds: int = 1, backend: str = "transformers") -> None:  # fmt: skip
+    from contextlib import ExitStack
+
     from posttrainlab.config import load_config, to_yaml
-    from posttrainlab.progress import quiet_libraries
+    from posttrainlab.writer_lock import writer_lock
 
     how = existing(resume, overwrite)
     if backend != "transformers" and method not in SAMPLING_METHODS:
@@ -139,6 +141,16 @@ def _run(method: str, config: Path, overrides: list[str] | None, resume: bool, o
     from posttrainlab.train.recipes import seeded
 
     runs = [seeded(recipe, k) for k in range(seeds)]
+    with ExitStack() as locks:  # one writer per run folder (issue #42): a second `train` on it is refused at once
+        for run in runs:
+            locks.enter_context(writer_lock(run.output_dir, what="training run folder"))
+        _train(method, verb, recipe, runs, how, verbose, seeds, backend)
+
+
+def _train(method: str, verb: str, recipe, runs: list, how: str, verbose: bool, seeds: int, backend: str) -> None:
+    """Check each run, then train them in order (the writer locks held)."""
+    from posttrainlab.progress import quiet_libraries
+
     for run in runs:
         preflight(method, run, how)
     quiet_libraries(verbose)

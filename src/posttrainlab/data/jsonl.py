@@ -105,6 +105,16 @@ def decode_line(path: str | os.PathLike, lineno: int, raw: bytes) -> str:
                        "UTF-8") from None  # fmt: skip
 
 
+def json_object_or_empty(path: str | os.PathLike) -> dict[str, Any]:
+    """A JSON file's object; ``{}`` when it is absent, unreadable or not an object (for optional records an earlier
+    run may have left: the report's numbers, a run folder's ``run.json``)."""
+    try:
+        obj = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return obj if isinstance(obj, dict) else {}
+
+
 def read_jsonl(path: str | os.PathLike) -> list[dict[str, Any]]:
     """All records of a JSON Lines file (see ``iter_jsonl``)."""
     return list(iter_jsonl(path))

@@ -1,19 +1,17 @@
 """``posttrain quickstart``: the main job on the embedded default, one command, offline, 2 CPU cores.
 
-prepare arith-v1 → pretrain the tiny base (or reuse the cached one) → SFT → eval → DPO (arith-v1's
-synthetic pairs), DPO on pairs sampled from the SFT policy, and GRPO, each from the SFT checkpoint → eval
-(each method ``seeds`` times) → process supervision (arith-prm sampled from the SFT policy and labelled
-exactly → a step PRM → PRM eval on held-out solutions → best-of-N and PRM-guided beam search on the test
-problems) → report, with every method paired against SFT and every selector against majority voting.
-Every stage writes its outputs into ``OUT/<stage>`` and is skipped when its finished marker is already
-there, and every training stage resumes from its last checkpoint, so a killed quickstart started again
-carries on where it stopped.
+prepare arith-v1 → pretrain the tiny base (or reuse the cached one) → SFT → eval → RFT and its more-training
+control (sft-continued), each from the SFT checkpoint → eval (greedy, pass@1, maj@8) → process supervision
+(arith-prm sampled from the SFT policy and labelled exactly → a step PRM → PRM eval on held-out solutions →
+best-of-N and PRM-guided beam search on the test problems; with ``process.orm`` an ORM beside it) → report, with
+every method paired against SFT and every selector against majority voting. A stage is reused only when its
+settings and what it made are unchanged; every training stage resumes from its last checkpoint, so a killed
+quickstart started again carries on where it stopped.
 
-Presets (``--preset``) are YAML files in ``configs/quickstart/`` that set fields of ``QuickstartConfig``:
-``default`` is the tuned recipe (tuned on ``dev``, reported on all 500 ``test`` problems); ``smoke`` is a
-small base and a few steps of each stage, to check the whole pipeline in minutes; ``smollm2`` runs the same
-stages on a real pretrained model, SmolLM2-135M-Instruct, imported offline (``posttrain model import``)
-instead of pretraining the tiny base, with LoRA and fewer problems so it fits in about 40 minutes on 2 cores.
+Presets (``--preset``) are YAML files in ``configs/quickstart/`` over ``QuickstartConfig``'s defaults, which are
+the main job (``default``); ``scarce`` gives SFT 1,000 solutions and RFT 1,500 more prompts; ``smoke`` is a small
+base and a few steps of each stage, to check the whole pipeline in minutes; ``smollm2`` runs the stages on a real
+pretrained model, SmolLM2-135M-Instruct, imported offline (``posttrain model import``), with LoRA.
 ``--preset FILE.yaml`` reads a preset of the user's. Any stage setting can be changed with ``key=value``
 overrides (``sft.optim.epochs=1``); ``--print-config`` shows the result (``resolved``).
 

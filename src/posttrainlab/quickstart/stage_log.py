@@ -11,6 +11,7 @@ from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 
+from posttrainlab.data.jsonl import json_object_or_empty
 from posttrainlab.progress import clock
 from posttrainlab.quickstart.config import QuickstartConfig
 from posttrainlab.run_layout import RUN_JSON, STAGE_LOG
@@ -33,7 +34,7 @@ class StageLog:
 
         self.out, self.cfg = out, cfg
         self.path, self.log = out / RUN_JSON, out / log_name
-        before = _previous(self.path)
+        before = json_object_or_empty(self.path)  # the run.json an earlier invocation left
         stages = [s for s in before.get("stages", []) if isinstance(s, dict)]
         self.made = {s["name"]: s for s in stages if s.get("status") == "done"}  # what an earlier invocation made
         self.invocations = [i for i in before.get("invocations", []) if isinstance(i, dict)]
@@ -116,15 +117,6 @@ class StageLog:
 
         self.state["finished"] = utc_now()
         write_text(self.path, json.dumps(self.state, indent=2, allow_nan=False) + "\n")
-
-
-def _previous(path: Path) -> dict:
-    """The run.json an earlier invocation left (``{}`` when there is none or it is unreadable)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 def _earlier_times(log: Path) -> dict[str, float]:

@@ -21,13 +21,13 @@ method's folder and all its seeds (``seed_spread``), and they are not rows of th
 
 from __future__ import annotations
 
-import json
 import re
 import statistics
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from posttrainlab.data.jsonl import json_object_or_empty
 from posttrainlab.errors import BadInput
 from posttrainlab.eval.compare import describe, p_value, paired, points, verdict
 from posttrainlab.report.format import pct, value
@@ -73,15 +73,6 @@ def seed_cell(metrics: dict, seeds: list[dict]) -> str:
 
 
 # --- computing ----------------------------------------------------------------------------------------
-
-
-def _json(path: Path) -> dict:
-    """A JSON object file's contents; ``{}`` when absent or unreadable (its numbers are just not shown)."""
-    try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return obj if isinstance(obj, dict) else {}
 
 
 def _method_comparisons(run_dir: Path, methods: list[str], out: dict) -> None:
@@ -157,7 +148,7 @@ def comparisons(run_dir: str | Path, methods: list[str]) -> dict[str, Any]:
     _method_comparisons(run_dir, methods, out)
     _search_comparisons(run_dir, out)
     layout = RunLayout(run_dir)
-    bon, beam = _json(layout.best_of_n / BON), _json(layout.beam_search / BEAM)
+    bon, beam = json_object_or_empty(layout.best_of_n / BON), json_object_or_empty(layout.beam_search / BEAM)
     tokens = {  # beam search records best-of-N's count beside its own when given the best-of-N folder
         "best-of-N": bon.get("tokens_per_problem", beam.get("best_of_n_tokens_per_problem")),
         "beam search": beam.get("tokens_per_problem"),

@@ -208,3 +208,17 @@ def test_a_training_run_folder_has_one_writer_too(tmp_path, capsys):
         )
     assert code == 2 and "another posttrain is writing this training run folder" in err, err
     assert not out.exists()
+
+
+def test_the_ranks_of_one_launch_share_rank_0s_lock(tmp_path, monkeypatch):
+    """``accelerate launch`` runs one ``posttrain train`` per rank on one folder: rank 0 holds the lock, the others
+    write through it (tests/train/test_trainers.py runs the real launch)."""
+    folder = tmp_path / "run"
+    with writer_lock(folder):
+        monkeypatch.setenv("RANK", "1")
+        with writer_lock(folder):
+            pass
+        monkeypatch.setenv("RANK", "0")
+        with pytest.raises(BadInput, match="another posttrain is writing"):
+            with writer_lock(folder):
+                pass

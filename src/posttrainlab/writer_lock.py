@@ -10,7 +10,8 @@ properties needed: the kernel drops the lock when its process ends however it en
 whose process is gone is simply taken over, with no stale-file rules; the folder holds nothing of the lock, so a run
 refused by its checks leaves the folder exactly as it was and readers (``posttrain report``, ``eval compare``) need
 no lock; and the file records who holds it (PID, command line, since when) for the refusal. POSIX only: elsewhere
-(no ``fcntl``) the lock is not taken.
+(no ``fcntl``) the lock is not taken. In a multi-process launch (``accelerate launch``, ``torchrun``: ``RANK`` set)
+the process of rank 0 holds it for all of them; the other ranks write through it.
 """
 
 from __future__ import annotations
@@ -51,6 +52,9 @@ def writer_lock(folder: str | os.PathLike, what: str = "run folder") -> Iterator
     try:
         import fcntl
     except ImportError:  # not POSIX: no lock (module docstring)
+        yield
+        return
+    if os.environ.get("RANK", "0") != "0":  # another rank of one launch: rank 0 holds the lock for the job
         yield
         return
     path = lock_path(folder)

@@ -105,10 +105,10 @@ def figures(run: RunFolder) -> dict[str, bytes]:
     for name, path in (
         ("prm_reliability", layout.prm_eval / RELIABILITY_PNG),
         ("best_of_n", layout.best_of_n / BON_PNG),
+        (orm_curves.IMAGE, layout.best_of_n / f"{orm_curves.IMAGE}.png"),  # drawn by best-of-N when an ORM scored
     ):
         if path.is_file():
             out[name] = path.read_bytes()
-    out.update(orm_curves.figures(run.path))
     return {k: v for k, v in out.items() if v is not None}
 
 

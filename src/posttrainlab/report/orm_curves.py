@@ -20,7 +20,6 @@ best-of-N output folder itself. A run without an ORM gives no section.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -118,15 +117,10 @@ def process_vs_outcome_png(bon: dict[str, Any]) -> bytes | None:
 
 def read_bon(run_root: str | Path) -> dict[str, Any]:
     """``bon.json`` of a best-of-N folder, or of a run folder's ``best-of-n/``; ``{}`` when absent or unreadable."""
+    from posttrainlab.data.jsonl import json_object_or_empty
+
     root = Path(run_root)
-    for path in (root / BON, RunLayout(root).best_of_n / BON):
-        try:
-            bon = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(bon, dict):
-            return bon
-    return {}
+    return json_object_or_empty(root / BON) or json_object_or_empty(RunLayout(root).best_of_n / BON)
 
 
 def figures(run_root: str | Path) -> dict[str, bytes]:

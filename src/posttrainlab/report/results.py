@@ -18,7 +18,7 @@ from typing import Any
 
 from posttrainlab.eval.compare import p_value, points
 from posttrainlab.report.format import pct
-from posttrainlab.report.plots import method_label, ordered, sub
+from posttrainlab.report.plots import finite, method_label, ordered, sub
 from posttrainlab.report.render import Block, heading, paragraph, table
 
 #: the reference runs' summaries: ``<preset>.json`` (written by ``posttrain report`` as report_files/results.json)
@@ -40,7 +40,7 @@ SELECTOR_WORDS = {
 
 
 def _num(x: Any) -> float | None:
-    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
+    return float(x) if finite(x) else None  # results.json is strict JSON
 
 
 def base_sha256(info: dict) -> str | None:

@@ -69,6 +69,29 @@ def tiny_prm(tmp_path_factory, tiny_policy) -> Path:
     return out
 
 
+def _free_disk_line() -> tuple[float, str]:
+    import shutil
+    import tempfile
+
+    free = shutil.disk_usage(tempfile.gettempdir()).free / 2**30
+    return free, f"free disk in {tempfile.gettempdir()}: {free:.1f} GiB"
+
+
+def pytest_report_header(config):
+    return _free_disk_line()[1]
+
+
+def pytest_sessionstart(session):
+    """Say so at once when the disk is short, even under ``-q``: a full disk fails tests far from its cause (a CI
+    run failed with 47 ``No space left on device`` errors when every test's folder was kept to the end; now a passed
+    test's is deleted as it ends, and the largest, the real-model training tests, need up to ~4 GB each while they
+    run, two at a time under ``-n 2``)."""
+    free, line = _free_disk_line()
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if free < 10 and reporter is not None and not hasattr(session.config, "workerinput"):
+        reporter.write_line(f"{line}: under 10 GiB, the real-model tests may fail with 'No space left on device'")
+
+
 def pytest_collection_modifyitems(config, items):
     """Every test that uses the real model is marked ``real`` (``pytest -m real`` runs just those)."""
     for item in items:

@@ -56,3 +56,15 @@ def overlapping_ticks(fig) -> list[tuple[str, str]]:
         boxes = [(t.get_text(), t.get_window_extent(renderer)) for t in labels]
         out += [(a, b) for (a, ba), (b, bb) in combinations(boxes, 2) if ba.overlaps(bb)]
     return out
+
+
+def texts_outside(fig) -> list[str]:
+    """The texts of the drawn figure that reach beyond its edges (cut off in the PNG), by their words."""
+    fig.canvas.draw()
+    renderer, box = fig.canvas.get_renderer(), fig.bbox
+    out = []
+    for t in texts(fig):
+        b = t.get_window_extent(renderer)
+        if b.x0 < box.x0 - 0.5 or b.x1 > box.x1 + 0.5 or b.y0 < box.y0 - 0.5 or b.y1 > box.y1 + 0.5:
+            out.append(t.get_text())
+    return out

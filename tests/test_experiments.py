@@ -80,3 +80,12 @@ def test_every_experiment_is_documented():
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_each_documented_command_plans_the_measured_stages(name, tmp_path):
     assert stage_hashes(documented()[name], tmp_path) == EXPECTED[name]
+
+
+def test_the_reports_reference_run_has_the_default_stages():
+    """The report promises the README's numbers only to a run with the reference run's stage hashes
+    (``report.results.base_note``): those are the default's."""
+    from posttrainlab.report.results import reference
+
+    expected = {k: v for k, v in EXPECTED["default"].items() if k != "report"}
+    assert reference("default")["stages"] == expected

@@ -14,6 +14,8 @@ import time
 import pytest
 from rich.console import Console
 
+from lock_holder import free_elsewhere, held_elsewhere
+from posttrainlab import writer_lock as writer_lock_module
 from posttrainlab.errors import BadInput
 from posttrainlab.quickstart import RunLayout, Stage, StageLog, quickstart_config
 from posttrainlab.quickstart.plan import Run
@@ -42,15 +44,32 @@ def with_weights(layout: RunLayout):
 
 def test_a_second_writer_is_refused_at_once_naming_the_first(tmp_path):
     folder = tmp_path / "run"
-    with writer_lock(folder):
+    with held_elsewhere(folder) as holder:
         with pytest.raises(
-            BadInput, match=r"another posttrain is writing this run folder \(PID \d+ since .*: posttrain"
+            BadInput, match=rf"another posttrain is writing this run folder \(PID {holder.pid} since .*: posttrain"
         ):
             with writer_lock(tmp_path / "x" / ".." / "run"):  # any spelling of the same folder
                 pass
-    with writer_lock(folder):  # released at the end of the block
-        pass
+    with writer_lock(folder):
+        assert not free_elsewhere(folder)  # held by this process now
+    assert free_elsewhere(folder)  # released at the end of the block
     assert not folder.exists()  # the lock writes nothing into the folder
+
+
+def test_the_lock_is_reentrant_within_one_process(tmp_path):
+    """A verb calling a library function that locks the same folder must not refuse itself (two flocks on two opens
+    of one file conflict even in one process): the inner block is a no-op, the outermost exit lets go."""
+    folder = tmp_path / "run"
+    with writer_lock(folder):
+        with writer_lock(tmp_path / "x" / ".." / "run", what="output folder"):  # any spelling
+            with writer_lock(folder):
+                pass
+        with pytest.raises(ValueError), writer_lock(folder):  # an inner block left by an exception
+            raise ValueError
+        assert not free_elsewhere(folder)  # the inner exits let nothing go
+        assert json.loads(lock_path(folder).read_text())["pid"] == os.getpid()
+    assert free_elsewhere(folder)
+    assert writer_lock_module._HELD == {}
 
 
 def test_a_lock_whose_process_died_is_taken_over(tmp_path):
@@ -196,7 +215,7 @@ def test_a_training_run_folder_has_one_writer_too(tmp_path, capsys):
     from cli_capture import cli
 
     out = tmp_path / "sft"
-    with writer_lock(out):
+    with held_elsewhere(out) as holder:
         code, _, err = cli(
             capsys,
             "train",
@@ -207,6 +226,7 @@ def test_a_training_run_folder_has_one_writer_too(tmp_path, capsys):
             f"model={tmp_path / 'none'}",
         )
     assert code == 2 and "another posttrain is writing this training run folder" in err, err
+    assert f"PID {holder.pid} " in err
     assert not out.exists()
 
 
@@ -214,7 +234,7 @@ def test_the_ranks_of_one_launch_share_rank_0s_lock(tmp_path, monkeypatch):
     """``accelerate launch`` runs one ``posttrain train`` per rank on one folder: rank 0 holds the lock, the others
     write through it (tests/train/test_trainers.py runs the real launch)."""
     folder = tmp_path / "run"
-    with writer_lock(folder):
+    with held_elsewhere(folder):  # rank 0 (another process)
         monkeypatch.setenv("RANK", "1")
         with writer_lock(folder):
             pass

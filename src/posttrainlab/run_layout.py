@@ -11,15 +11,18 @@ literals, so the folder's shape is written here once (README "The main job" show
       base ->             a link to the model the run started from (the cached tiny base or an imported model)
       sft/ dpo/ grpo/ …   one training run per method and seed (``sft-s1`` …), done when ``train_summary.json`` is
       eval/<method>/      greedy evaluation of each (``metrics.json``, ``samples.jsonl``)
-      arith-prm/          exactly labelled policy solutions (``step/train.jsonl``, ``step/heldout.jsonl``)
+      arith-prm/          exactly labelled policy solutions (``step/train.jsonl``, ``step/heldout.jsonl``; every line
+                          labelled in ``math_shepherd/``, the default's PRM data)
       prm/                the step PRM (``prm_config.json``); orm/ the outcome reward model (``process.orm``)
       prm-eval/           its held-out metrics (``metrics.json``)
-      best-of-n/          ``samples.jsonl``, ``scores.jsonl``, ``bon.json``
+      best-of-n/          ``samples.jsonl`` (and ``sampling.json``), ``scores.jsonl``, ``bon.json``
       beam-search/        ``outcomes.jsonl``, ``beam.json``
       report.md, report.html, report_files/   (``compare.json``, ``results.json``: the headline numbers, plots)
 
-The file names each writer produces (``METRICS``, ``BON``…) are constants here too, so the writer and the
-stage that waits for it name one file. This module is on the ground floor (no imports from the package).
+The file names each writer produces (``METRICS``, ``BON``…) are constants here too, so the writer, its readers and
+the stage that waits for it name one file: the runners, ``train``, ``prm.spec``, ``data.manifest``, ``study`` and the
+report import them from here (no string literal of their own). This module is on the ground floor (no imports from
+the package), so any floor may import it.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ PRM_CONFIG = "prm_config.json"  # posttrain train prm (prm.spec)
 MANIFEST = "manifest.json"  # data prepare, data arith-prm (data.manifest)
 METRICS = "metrics.json"  # eval policy, eval prm
 SAMPLES = "samples.jsonl"  # eval policy, best-of-N
+SAMPLING = "sampling.json"  # best-of-N: the settings of its samples (the cache key; beam search reads it)
 SCORES = "scores.jsonl"  # eval prm, best-of-N
 OUTCOMES = "outcomes.jsonl"  # beam search
 BON = "bon.json"  # best-of-N
@@ -83,6 +87,8 @@ class RunLayout:
     arith_prm = Entry("arith-prm")
     prm_train = Entry("arith-prm", "step", "train.jsonl")
     prm_heldout = Entry("arith-prm", "step", "heldout.jsonl")
+    prm_train_every_step = Entry("arith-prm", "math_shepherd", "train.jsonl")  # labelling.labels: every-step
+    prm_heldout_every_step = Entry("arith-prm", "math_shepherd", "heldout.jsonl")
     prm = Entry("prm")
     orm = Entry("orm")  # the outcome reward model (process.orm)
     prm_eval = Entry("prm-eval")

@@ -12,6 +12,17 @@ refused by its checks leaves the folder exactly as it was and readers (``posttra
 no lock; and the file records who holds it (PID, command line, since when) for the refusal. POSIX only: elsewhere
 (no ``fcntl``) the lock is not taken. In a multi-process launch (``accelerate launch``, ``torchrun``: ``RANK`` set)
 the process of rank 0 holds it for all of them; the other ranks write through it.
+
+Re-entrant within one process: a ``writer_lock`` of a folder this process already holds (a verb calling a library
+function that locks the same folder) is a no-op, counted in ``_HELD``; the lock is released at the outermost exit.
+Two ``flock`` calls on separate ``open``s of one file conflict even in one process, so without the count a process
+would refuse itself.
+
+Who holds it: ``posttrain quickstart`` and ``study`` (the run folder, ``quickstart.run``), ``posttrain train`` (the
+recipe's ``output_dir``), and every verb that writes an ``--out`` folder (``cli.options.lock_out``: the ``eval``
+verbs, ``data prepare``/``arith-prm``/``sharp-build``, ``generate``, ``annotate``, ``label mc``, ``model
+init``/``pretrain``/``import``), taken after the verb's own checks and before anything is written or loaded.
+``label mc --shard I/K`` locks its shard's work file instead, so the K shards of one folder may run in parallel.
 """
 
 from __future__ import annotations
@@ -27,6 +38,9 @@ from pathlib import Path
 
 from posttrainlab.errors import BadInput
 from posttrainlab.paths import cache_dir
+
+#: lock file -> how many ``writer_lock`` blocks of this process hold it (re-entrancy, module docstring)
+_HELD: dict[Path, int] = {}
 
 
 def lock_path(folder: str | os.PathLike) -> Path:
@@ -58,6 +72,13 @@ def writer_lock(folder: str | os.PathLike, what: str = "run folder") -> Iterator
         yield
         return
     path = lock_path(folder)
+    if _HELD.get(path):  # this process holds it already: re-entrant (module docstring)
+        _HELD[path] += 1
+        try:
+            yield
+        finally:
+            _HELD[path] -= 1
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
@@ -69,10 +90,12 @@ def writer_lock(folder: str | os.PathLike, what: str = "run folder") -> Iterator
         since = datetime.now(timezone.utc).isoformat(timespec="seconds")
         record = {"pid": os.getpid(), "argv": ["posttrain", *sys.argv[1:]], "since": since, "folder": str(folder)}
         os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(record).encode("utf-8"), 0)
+        os.pwrite(fd, json.dumps(record, allow_nan=False).encode("utf-8"), 0)  # strict JSON, no data.jsonl below
+        _HELD[path] = 1
         try:
             yield
         finally:
+            del _HELD[path]
             os.ftruncate(fd, 0)
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:

@@ -237,6 +237,8 @@ def test_bad_input(arith_dir, tmp_path):
         build("p", arith_dir, tmp_path / "o", ArithPRMBuild(heldout_prompts=("test",)), backend=FakeBackend())
     with pytest.raises(BadInput, match="temperature"):
         build("p", arith_dir, tmp_path / "o", ArithPRMBuild(temperature=0), backend=FakeBackend())
+    with pytest.raises(BadInput, match="train_prompts: 'nope' is no arith-v1 split"):
+        build("p", arith_dir, tmp_path / "o", ArithPRMBuild(train_prompts=("nope",)), backend=FakeBackend())
     with pytest.raises(BadInput, match="no such model folder"):
         build(tmp_path / "nowhere", arith_dir, tmp_path / "o")
     assert (tmp_path / "full" / "x.txt").read_text() == "keep me" and not (tmp_path / "o").exists()

@@ -133,6 +133,9 @@ def test_a_tiny_orm_trains_and_best_of_n_scores_it_by_its_last_step(tiny_model, 
                              f"output_dir={out}", f"dataset.path={ms}", *FAST)  # fmt: skip
     assert code == 0, err
     assert f"orm: model saved to {out}" in printed
+    # its summary and training lines say orm, not prm (the quickstart's orm stage printed "prm  step …")
+    assert json.loads((out / "train_summary.json").read_text())["method"] == "orm"
+    assert "prm  step" not in printed
     saved = json.loads((out / "prm_config.json").read_text())
     assert saved["orm"] is True and saved["no_answer_step"] == NO_ANSWER_STEP and saved["head"] == "token-cls"
     assert json.loads((out / "checkpoint-2" / "prm_config.json").read_text())["orm"] is True

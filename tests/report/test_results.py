@@ -59,3 +59,20 @@ def test_the_base_is_named_and_compared_with_the_readmes():
     assert "not the README's reference base" in known and "measured before" in known
     assert "(no reference run for preset 'smoke')" in base_note({**summary, "preset": "smoke"})
     assert base_note({**summary, "base_sha256": None}) is None
+
+
+def test_the_readmes_numbers_are_promised_only_for_the_reference_runs_settings():
+    """A dev run on the reference base printed "every number below should equal the README's" (its stages
+    differ: eval on dev, an orm stage); the promise now needs the reference run's stage hashes too."""
+    summary, ref = run_numbers(), reference("default")
+    same = {**summary, "base_sha256": ref["base_sha256"]}
+    stages = dict(ref["stages"]) | {"report": "anything"}
+    assert "should equal the README's" in base_note(same, stages)
+    assert "should equal the README's" in base_note(same, {})  # no stages.json: nothing known to differ
+    dev = stages | {"eval-sft": "0" * 16, "orm": "1" * 16}
+    dev.pop("beam-search")
+    note = base_note(same, dev)
+    assert "should equal" not in note and note.endswith(
+        "differ from the reference run's (other settings, or a stage only one of the two has): beam-search, "
+        "eval-sft, orm; so the README's numbers are not this run's."
+    )

@@ -109,9 +109,10 @@ def test_the_figure_marks_where_prm_and_orm_differ():
     assert "prm_last" not in str(labels)  # only the PRM's own pick, not every aggregation
     stars = [t for t in ax.texts if t.get_text() == "*"]
     assert len(stars) == 1 and stars[0].xy[0] == 2 and stars[0].get_fontsize() >= 8
-    from figure_checks import smallest_font
+    from figure_checks import smallest_font, texts_outside
 
     assert smallest_font(fig) >= 8
+    assert texts_outside(fig) == []  # the one-line title was cut at the figure's left edge
     no_orm = best_of_n_metrics([Candidates([True], [1], [[0.5]])], [1])
     assert process_vs_outcome_figure({**no_orm, "problems": 1}) is None
 

@@ -44,6 +44,7 @@ def test_every_source_and_labelling_of_a_config():
         ("solutions.k=0", "solutions.k=0: must be at least 1"),
         ("solutions.heldout_split=dev", "solutions.heldout_split=dev: an evaluation pool"),
         ("solutions.heldout_split=rl_train", "both rl_train"),
+        ("solutions.train_split=nope", "solutions.train_split=nope: 'nope' is no arith-v1 split (prompt splits: "),
         ("solutions.temperature=0", "solutions.temperature=0.0: must be > 0"),
         ("bon.split=rl_extra", "bon.split=rl_extra: best-of-N runs on problems no PRM saw"),
         ("bon.n=0", "bon.n=0: need at least one sample"),

@@ -13,7 +13,18 @@ from pathlib import Path
 
 import typer
 
-from posttrainlab.cli.options import BACKEND, DATA, OUT, POLICY, THREADS, check_data, check_model, choice, out_folder
+from posttrainlab.cli.options import (
+    BACKEND,
+    DATA,
+    OUT,
+    POLICY,
+    THREADS,
+    check_data,
+    check_model,
+    choice,
+    lock_out,
+    out_folder,
+)
 from posttrainlab.data.arith.prm_labels import LABEL_MODES, MISSING_ANSWER
 from posttrainlab.generation.factory import POLICY_BACKENDS
 from posttrainlab.models.loading import DTYPES
@@ -96,8 +107,10 @@ def arith_prm(
     )  # fmt: skip
     from posttrainlab.generation.factory import policy_backend
 
-    with policy_backend(policy, backend, batch_size=batch_size, dtype=dtype, trust_remote_code=trust_remote_code,
-                        threads=threads, progress=progress) as sampler:  # fmt: skip
+    with lock_out(out, what="dataset folder"), policy_backend(
+        policy, backend, batch_size=batch_size, dtype=dtype, trust_remote_code=trust_remote_code, threads=threads,
+        progress=progress,
+    ) as sampler:  # fmt: skip
         manifest = build(policy, data, out, settings, progress=progress, options=options, backend=sampler)
     console = Console()
     console.print(stats_table(manifest))

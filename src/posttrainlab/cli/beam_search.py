@@ -32,10 +32,12 @@ from posttrainlab.cli.options import (
     check_results,
     check_split,
     choice,
+    lock_out,
     out_folder,
 )
 from posttrainlab.generation.factory import POLICY_BACKENDS
 from posttrainlab.report.format import pct
+from posttrainlab.run_layout import BEAM, OUTCOMES
 from posttrainlab.runners.settings import BeamSettings
 
 S = BeamSettings  # each flag's default is the settings class's (runners.settings)
@@ -126,8 +128,8 @@ def beam_search(
     from posttrainlab.generation.factory import policy_backend
     from posttrainlab.runners.beam_search import run
 
-    with policy_backend(policy, backend, batch_size=batch_size, dtype=dtype, threads=threads,
-                        progress=False) as sampler:  # fmt: skip
+    with lock_out(out), policy_backend(policy, backend, batch_size=batch_size, dtype=dtype, threads=threads,
+                                       progress=False) as sampler:  # fmt: skip
         b = run(policy, prm_model, data, out, settings, best_of_n=best_of_n, progress=progress, backend=sampler)
     console = Console()
     console.print(beam_table(b))
@@ -140,7 +142,7 @@ def beam_search(
         f"(sampling {sec['sampling']:.1f} s, PRM {sec['scoring']:.1f} s)",
         highlight=False,
     )
-    console.print(f"wrote {out / 'beam.json'} and {out / 'outcomes.jsonl'}", highlight=False)
+    console.print(f"wrote {out / BEAM} and {out / OUTCOMES}", highlight=False)
 
 
 def _check_best_of_n(folder: Path, data: str, limit: int | None) -> None:

@@ -17,13 +17,15 @@ holding an earlier ``compare.json`` is refused unless ``--overwrite``, as every 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from posttrainlab.cli.options import OUT, OVERWRITE, check_results, out_folder
+from posttrainlab.cli.options import OUT, OVERWRITE, check_results, lock_out, out_folder
+
+#: what `eval compare --out DIR` writes there (a run folder's report keeps its own in report_files/: run_layout)
+OUT_FILE = "compare.json"
 
 
 def compare_table(result: dict[str, Any]):
@@ -101,7 +103,7 @@ def compare(
     from posttrainlab.runners.compare import comparison
 
     if out is not None:  # --out itself is checked as it is parsed (cli.options.out_folder)
-        check_results(out, "compare.json", overwrite)
+        check_results(out, OUT_FILE, overwrite)
     result = {**comparison(a, b), "provenance": provenance()}
     from posttrainlab.runners.compare import has_samples, sampled_comparison
 
@@ -111,11 +113,14 @@ def compare(
 
     if has_trace(a) and has_trace(b):  # both eval policy runs on arith-v1: trace error paired too
         result["trace_error"] = trace_comparison(a, b)
-    text = json.dumps(result, indent=2, ensure_ascii=False) + "\n"
-    if out is not None:
+    from posttrainlab.data.jsonl import strict_json
+
+    text = strict_json(result, indent=2, ensure_ascii=False) + "\n"
+    if out is not None:  # the lock of --out only: A and B are read, and readers take none
         from posttrainlab.data.atomic import write_text
 
-        write_text(out / "compare.json", text)
+        with lock_out(out):
+            write_text(out / OUT_FILE, text)
     if as_json:
         typer.echo(text, nl=False)
         return

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import typer
 
-from posttrainlab.cli.options import OUT, out_folder
+from posttrainlab.cli.options import OUT, lock_out, out_folder
 from posttrainlab.data.arith.splits import LATEST, VERSIONS
 from posttrainlab.errors import BadInput, PosttrainError
+from posttrainlab.run_layout import MANIFEST
 
 data_app = typer.Typer(help="Build, verify, convert, validate and describe datasets.", no_args_is_help=True)
 
@@ -71,10 +72,11 @@ def prepare(
             typer.echo(f"DIFF {p}")
         if problems:
             raise CheckFailed(f"arith-v1 {version}: --check found {len(problems)} difference(s), listed above")
-        where = f" and {out}" if (out / "manifest.json").is_file() else ""
+        where = f" and {out}" if (out / MANIFEST).is_file() else ""
         console.print(f"arith-v1 {version}: rebuild is byte-identical to the golden manifest{where}")
         return
-    result = arith.prepare(out, version)
+    with lock_out(out, what="dataset folder"):
+        result = arith.prepare(out, version)
     m = result.manifest
     console.print(summary_table(m, f"arith-v1 {version} -> {out}"))
     mult = m["multiplication_space"]

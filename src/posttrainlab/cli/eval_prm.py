@@ -30,6 +30,7 @@ from posttrainlab.cli.options import (
     check_prm,
     check_results,
     choice,
+    lock_out,
     out_folder,
 )
 from posttrainlab.data.formats import STEP_FORMATS
@@ -38,6 +39,7 @@ from posttrainlab.generation.factory import POLICY_BACKENDS
 from posttrainlab.generation.ray_backend import check_ray
 from posttrainlab.models.loading import DTYPES
 from posttrainlab.report.format import pct
+from posttrainlab.run_layout import BON, BON_PNG, METRICS, RELIABILITY_PNG, SCORES
 from posttrainlab.runners.settings import BestOfNSettings, PRMEvalSettings
 
 THREADS_HELP = "torch CPU threads (default: the thread policy, posttrainlab.threads)."
@@ -109,20 +111,21 @@ def prm(
     from posttrainlab.threads import check_threads, configure_threads
 
     settings = PRMEvalSettings(threshold, batch_size, fmt, limit, dtype=dtype, device=device)
-    check_results(out, "metrics.json", overwrite)  # every check before torch is imported (cli.options)
+    check_results(out, METRICS, overwrite)  # every check before torch is imported (cli.options)
     check_threads(threads)
     check_prm(model, "--model")
     check_data(data)
     configure_threads(threads)
 
-    m = run(model, data, out, settings, progress=progress)
+    with lock_out(out):
+        m = run(model, data, out, settings, progress=progress)
     console = Console()
     console.print(prm_table(m))
     pos = ", ".join(
         f"{r['position']}: {pct(r['gold_wrong_rate'])}/{pct(r['predicted_wrong_rate'])}" for r in m["per_position"][:6]
     )
     console.print(f"wrong rate by step (gold/predicted): {pos}", highlight=False)
-    console.print(f"wrote {out / 'metrics.json'}, {out / 'scores.jsonl'}, {out / 'reliability.png'}", highlight=False)
+    console.print(f"wrote {out / METRICS}, {out / SCORES}, {out / RELIABILITY_PNG}", highlight=False)
 
 
 def bon_table(b: dict):
@@ -207,7 +210,7 @@ def best_of_n(
     from posttrainlab.threads import check_threads, configure_threads
 
     # only bon.json is a result: samples.jsonl is the sample cache a rerun with the same settings reuses
-    check_results(out, "bon.json", overwrite)
+    check_results(out, BON, overwrite)
     check_threads(threads)
     check_model(policy, "--policy")
     check_prm(prm_model)  # a policy folder as --prm: refused now, not after the sampling
@@ -221,18 +224,19 @@ def best_of_n(
         max_new_tokens=max_new_tokens, seed=seed, limit=limit, batch_size=batch_size, prm_batch_size=prm_batch_size,
         vote_aggregation=vote_aggregation, dtype=dtype, device=device,
     )  # fmt: skip
-    if ray is not None:
-        from posttrainlab.generation.ray_backend import RayBackend
+    with lock_out(out):
+        if ray is not None:
+            from posttrainlab.generation.ray_backend import RayBackend
 
-        sampler = RayBackend(policy, replicas=ray, backend=backend, address=ray_address, threads=threads,
-                             batch_size=batch_size, dtype=dtype, progress=progress)  # fmt: skip
-        b = run(policy, prm_model, data, out, settings, progress=progress, backend=sampler, orm=orm)
-    else:
-        from posttrainlab.generation.factory import policy_backend
-
-        with policy_backend(policy, backend, batch_size=batch_size, dtype=dtype, threads=threads,
-                            progress=progress) as sampler:  # fmt: skip
+            sampler = RayBackend(policy, replicas=ray, backend=backend, address=ray_address, threads=threads,
+                                 batch_size=batch_size, dtype=dtype, progress=progress)  # fmt: skip
             b = run(policy, prm_model, data, out, settings, progress=progress, backend=sampler, orm=orm)
+        else:
+            from posttrainlab.generation.factory import policy_backend
+
+            with policy_backend(policy, backend, batch_size=batch_size, dtype=dtype, threads=threads,
+                                progress=progress) as sampler:  # fmt: skip
+                b = run(policy, prm_model, data, out, settings, progress=progress, backend=sampler, orm=orm)
     console = Console()
     console.print(bon_table(b))
     s = b["sampling"]
@@ -246,8 +250,10 @@ def best_of_n(
     )
     for line in paired_lines(b) if "orm" in b else []:  # PRM vs ORM (and each vs majority) at each n
         console.print(line, highlight=False)
-    more = f", {out / 'process_vs_outcome.png'}" if "orm" in b else ""
-    console.print(f"wrote {out / 'bon.json'}, {out / 'scores.jsonl'}, {out / 'best_of_n.png'}{more}", highlight=False)
+    from posttrainlab.report import orm_curves
+
+    more = f", {out / (orm_curves.IMAGE + '.png')}" if "orm" in b else ""
+    console.print(f"wrote {out / BON}, {out / SCORES}, {out / BON_PNG}{more}", highlight=False)
 
 
 def register(eval_app: typer.Typer) -> None:

@@ -27,6 +27,7 @@ from posttrainlab.cli.options import (
     check_results,
     check_split,
     choice,
+    lock_out,
     out_file,
     out_folder,
 )
@@ -34,6 +35,7 @@ from posttrainlab.errors import finite
 from posttrainlab.generation.factory import POLICY_BACKENDS
 from posttrainlab.models.loading import DTYPES
 from posttrainlab.report.format import pct
+from posttrainlab.run_layout import METRICS, SAMPLES
 from posttrainlab.runners.settings import JudgeSettings, OnInvalid, PolicyEvalSettings
 
 eval_app = typer.Typer(
@@ -153,7 +155,7 @@ def policy(
                         ("--top-p", top_p), ("--beta", beta)):  # fmt: skip
         finite(flag, value)  # nan sampled on and wrote results (issue #42): refused before anything is written
     # every check before torch is imported (cli.options), in evaluate_policy's order: data and split, then models
-    check_results(out, "metrics.json", overwrite)
+    check_results(out, METRICS, overwrite)
     check_threads(threads)
     check_split(data, split, default="test")
     check_model(model)
@@ -162,14 +164,14 @@ def policy(
     configure_threads(threads)
     from posttrainlab.generation.factory import policy_backend
 
-    with policy_backend(model, backend, batch_size=batch_size, dtype=dtype, trust_remote_code=trust_remote_code,
-                        threads=threads, progress=progress) as sampler:  # fmt: skip
+    with lock_out(out), policy_backend(model, backend, batch_size=batch_size, dtype=dtype, threads=threads,
+                                       trust_remote_code=trust_remote_code, progress=progress) as sampler:  # fmt: skip
         metrics = evaluate_policy(model, data, out, settings, ref_model=ref_model, progress=progress, backend=sampler)
     console = Console()
     console.print(summary_table(metrics))
     for line in summary_lines(metrics):
         console.print(line, highlight=False)
-    console.print(f"wrote {out / 'metrics.json'} and {out / 'samples.jsonl'}", highlight=False)
+    console.print(f"wrote {out / METRICS} and {out / SAMPLES}", highlight=False)
 
 
 # ---- posttrain eval judge / judge-summary (Math-Shepherd-614 protocol, docs/judge.md) ----------------
@@ -281,7 +283,8 @@ def judge(
         on_invalid=on_invalid,  # type: ignore[arg-type]  # checked by JudgeSettings.check
         timeout_s=timeout, run_tag=run_tag, retry_failed=retry_failed,
     )  # fmt: skip
-    with console.status("judging…") as status:
+    cfg.check()  # before the lock: a refused run leaves --out as it was (run_judge checks again)
+    with lock_out(output_dir), console.status("judging…") as status:
         run = run_judge(cfg, progress=lambda done, total: status.update(f"judged {done}/{total} rows"))
     console.print(_judge_table(run.metrics, f"{model_name} on {data_file} ({run.metrics['run']})"))
     for line in _judge_lines(run.metrics):
@@ -308,7 +311,7 @@ def judge_summary(
     from rich.console import Console
     from rich.table import Table
 
-    from posttrainlab.data.atomic import write_text
+    from posttrainlab.data.jsonl import write_json
     from posttrainlab.errors import BadInput
     from posttrainlab.eval.judge_metrics import summarize_runs
 
@@ -335,7 +338,7 @@ def judge_summary(
     for problem in summary["problems"]:
         console.print(f"accepted mismatch: {problem}", highlight=False)
     if out is not None:
-        write_text(out, json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
+        write_json(out, summary, ensure_ascii=False)
         console.print(f"wrote {out}", highlight=False)
 
 

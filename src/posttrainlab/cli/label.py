@@ -20,7 +20,7 @@ from pathlib import Path
 
 import typer
 
-from posttrainlab.cli.options import check_out
+from posttrainlab.cli.options import check_out, lock_out
 from posttrainlab.cli.settings import check_choices, flag_overrides, hide_secrets, settings_help
 from posttrainlab.data.step_split import MC_STEP_SPLITS
 from posttrainlab.generation.factory import BACKENDS
@@ -93,12 +93,30 @@ def _label(cfg: MCRunConfig) -> None:
 
     With ``--ray R`` the replicas build the backends (``label.mc.ray_runner``); the work folder is the same.
     """
-    from posttrainlab.label.mc import load_problems, run_mc
-    from posttrainlab.label.mc.policy import make_relabeler, make_sampler, run_options
+    from posttrainlab.label.mc.policy import run_options
 
     cfg.check_paths()
     check_out(cfg.out)  # a file in the path, an unwritable place: refused before any rollout (cli.options)
     run = run_options(cfg)  # a bad --shard is refused before the data is read
+    with _lock(cfg, run.shard):
+        _label_locked(cfg, run)
+
+
+def _lock(cfg: MCRunConfig, shard: tuple[int, int]):
+    """The writer lock: of ``--out``, or with ``--shard I/K`` (K > 1) of that shard's work file, so that the K
+    shards of one folder can run in parallel (docs/mc-labelling.md) but no shard twice at once."""
+    from posttrainlab.label.mc.work import WorkDir
+
+    if shard[1] == 1:
+        return lock_out(cfg.out, what="label folder")
+    return lock_out(WorkDir(Path(cfg.out), shard).file, what="shard's work file")
+
+
+def _label_locked(cfg: MCRunConfig, run) -> None:
+    """``_label`` once its checks passed and the writer lock is held: read the problems, label, print."""
+    from posttrainlab.label.mc import load_problems, run_mc
+    from posttrainlab.label.mc.policy import make_relabeler, make_sampler
+
     problems = load_problems(cfg.data, split=cfg.split, limit=cfg.limit, grader=cfg.grader, step_split=cfg.step_split)
     out = Path(cfg.out)
     if cfg.ray is not None:

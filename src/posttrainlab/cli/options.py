@@ -18,6 +18,10 @@ before torch is imported (docs/design.md "CLI contract" and "Layers"; the names 
   (``out_file`` where the output is one file), so an empty value, a file where a folder of the path should be, or a
   place nothing can be written to is refused in one line before the verb starts (``data.atomic.check_writable``,
   the one rule; ``check_out`` applies it to an output path that comes from a settings file instead of a flag).
+- **One writer per output folder.** A verb that writes an ``--out`` folder holds its writer lock
+  (``lock_out``, ``writer_lock``) from just after its checks (a refused run leaves everything as it was) until its
+  outputs are written: a second writer of that folder is refused at once in one line naming the first's PID and
+  command (issue #42); readers need no lock.
 - **Results are not overwritten silently.** ``check_results`` refuses an output folder that already holds a
   verb's results file unless ``--overwrite`` (``OVERWRITE``). It lives here, in the CLI layer, on purpose: the
   library functions (``runners.policy.evaluate_policy``, ``runners.prm_eval.run``, ``runners.best_of_n.run``) keep
@@ -29,6 +33,7 @@ before torch is imported (docs/design.md "CLI contract" and "Layers"; the names 
 from __future__ import annotations
 
 import typing
+from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -138,6 +143,15 @@ def out_file(value: str | Path) -> Path:
     return check_out(value, file=True)
 
 
+def lock_out(out: str | Path | None, what: str = "output folder") -> AbstractContextManager:
+    """The writer lock of a verb's output folder (``writer_lock``), held by ``with lock_out(out):`` around the verb's
+    writing, after its checks and before any model is loaded; no lock when ``out`` is None (no ``--out``: nothing
+    is written to a folder of the user's)."""
+    from posttrainlab.writer_lock import writer_lock
+
+    return nullcontext() if out is None else writer_lock(out, what=what)
+
+
 def click_errors() -> tuple[type[Exception], type[Exception]]:
     """``(ClickException, NoArgsIsHelpError)`` of the click that typer runs on (typer >= 0.2x vendors its own copy
     as ``typer._click``; older ones use the ``click`` package, whose no-args help is a plain exit)."""
@@ -211,6 +225,7 @@ __all__ = [
     "check_split",
     "choice",
     "click_errors",
+    "lock_out",
     "out_file",
     "out_folder",
 ]

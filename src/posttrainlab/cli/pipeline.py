@@ -16,13 +16,22 @@ and ``agree`` to the ``data`` group.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from posttrainlab.cli.options import CONCURRENCY, DATA, OUT, THREADS, check_data, check_model, choice, out_folder
+from posttrainlab.cli.options import (
+    CONCURRENCY,
+    DATA,
+    OUT,
+    THREADS,
+    check_data,
+    check_model,
+    choice,
+    lock_out,
+    out_folder,
+)
 from posttrainlab.data.step_split import GENERATE_STEP_SPLITS
 from posttrainlab.errors import BadInput
 from posttrainlab.generation.factory import BACKENDS
@@ -91,7 +100,7 @@ def generate(
     if backend != "openai":
         check_model(model)
     configure_threads(threads)
-    with progress_bar(transient=True) as bar:
+    with lock_out(out), progress_bar(transient=True) as bar:
         task = bar.add_task("generating", total=None)
         run_file, written, resumed = run_generate(cfg, progress=lambda d, t: bar.update(task, completed=d, total=t))
     rows = read_generations(run_file)
@@ -145,22 +154,23 @@ def annotate(
         max_attempts=max_attempts, max_tokens=max_tokens, timeout_s=timeout, min_ratio=min_ratio, limit=limit,
         retry_failed=retry_failed,
     )  # fmt: skip
-    with progress_bar(transient=True) as bar:
-        task = bar.add_task("annotating", total=None)
-        run = run_annotate(cfg, progress=lambda d, t: bar.update(task, completed=d, total=t))
-    for note in run.notes:
-        typer.echo(f"note: {note}", err=True)
-    counts = ", ".join(f"{k} {v}" for k, v in run.status_counts.items())
-    typer.echo(f"annotated {run.annotated} rows now, {run.resumed} before ({run.elapsed_s:.1f} s): {counts}")
-    failed = run.status_counts["failed"]
-    if failed:
-        typer.echo(
-            f"warning: {failed} rows failed (no acceptable annotation): left out of the views; "
-            "run again with --retry-failed to ask for them again",
-            err=True,
-        )
-    if views:
-        _build(run.records, out / "sharp", select, test_share, seed, upstream=out)
+    with lock_out(out):  # the views in out/sharp too (_build also locks that folder)
+        with progress_bar(transient=True) as bar:
+            task = bar.add_task("annotating", total=None)
+            run = run_annotate(cfg, progress=lambda d, t: bar.update(task, completed=d, total=t))
+        for note in run.notes:
+            typer.echo(f"note: {note}", err=True)
+        counts = ", ".join(f"{k} {v}" for k, v in run.status_counts.items())
+        typer.echo(f"annotated {run.annotated} rows now, {run.resumed} before ({run.elapsed_s:.1f} s): {counts}")
+        failed = run.status_counts["failed"]
+        if failed:
+            typer.echo(
+                f"warning: {failed} rows failed (no acceptable annotation): left out of the views; "
+                "run again with --retry-failed to ask for them again",
+                err=True,
+            )
+        if views:
+            _build(run.records, out / "sharp", select, test_share, seed, upstream=out)
 
 
 def _build(
@@ -171,7 +181,8 @@ def _build(
     from posttrainlab.label.sharp_build import build_sharp
 
     provenance = upstream_provenance(upstream)
-    summary = build_sharp(records, out, selection=select, test_share=test_share, seed=seed, provenance=provenance)
+    with lock_out(out):
+        summary = build_sharp(records, out, selection=select, test_share=test_share, seed=seed, provenance=provenance)
     for split in ("all", "train", "test"):
         s = summary["splits"][split]
         hist = " ".join(f"{k}:{v}" for k, v in s["first_error_histogram"].items()) or "-"
@@ -212,6 +223,7 @@ def agree(
 ) -> None:
     """Agreement of two annotations of the same rows: step-level Cohen's kappa and character-level span F1."""
     from posttrainlab.data.formats.readers import iter_rows
+    from posttrainlab.data.jsonl import strict_json
     from posttrainlab.eval.agreement import MisalignedRows, agreement
 
     rows_a, rows_b = list(iter_rows(a)), list(iter_rows(b))
@@ -222,7 +234,7 @@ def agree(
     except ValueError as e:
         raise BadInput(f"{a} / {b}: {e}") from None
     if as_json:
-        typer.echo(json.dumps(result, indent=2))
+        typer.echo(strict_json(result, indent=2))
         return
     span = result["span"]
 

@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from posttrainlab.errors import BadInput
-
-MANIFEST = "manifest.json"
+from posttrainlab.run_layout import MANIFEST  # the name's one place; data modules import it from here
 
 
 def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:

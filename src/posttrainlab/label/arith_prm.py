@@ -74,6 +74,10 @@ class ArithPRMBuild:
             raise BadInput(f"limit={self.limit}: must be at least 1")
         if not self.temperature > 0:
             raise BadInput(f"temperature={self.temperature}: arith-prm samples need temperature > 0 (to get mistakes)")
+        from posttrainlab.data.arith.splits import check_split_names
+
+        for name in ("train_prompts", "heldout_prompts", "reference_splits"):
+            check_split_names(name, getattr(self, name))
         splits = (*self.train_prompts, *self.heldout_prompts, *self.reference_splits)
         if "test" in splits:
             raise BadInput("arith-prm never samples arith-v1 test prompts (best-of-N is reported on them)")

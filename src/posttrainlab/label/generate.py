@@ -45,8 +45,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from posttrainlab.data.atomic import write_text
-from posttrainlab.data.jsonl import append_jsonl
+from posttrainlab.data.jsonl import append_jsonl, write_json
 from posttrainlab.data.problems import QUESTION_FIELDS, row_question
 from posttrainlab.data.step_split import GENERATE_STEP_SPLITS, check_step_split, cut_steps
 from posttrainlab.errors import BadInput, at_least_one
@@ -247,7 +246,7 @@ def run_generate(
     if pending and backend is None:
         backend = make_backend(cfg)
     out.mkdir(parents=True, exist_ok=True)
-    write_text(out / SETTINGS_FILE, json.dumps(cfg.settings(), indent=2, ensure_ascii=False) + "\n")
+    write_json(out / SETTINGS_FILE, cfg.settings(), ensure_ascii=False)
     if run_file.is_file():  # keep only complete problems, so no (problem, sample) is ever written twice
         from posttrainlab.data.jsonl import write_jsonl
 

@@ -39,7 +39,6 @@ Written by hand: the rules are SHARP's and this project's; the views are the exi
 from __future__ import annotations
 
 import hashlib
-import json
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -47,7 +46,7 @@ from typing import Any
 
 from posttrainlab.data.atomic import check_output_folder, staging_dir
 from posttrainlab.data.formats.sharp import check_span_row, span_to_step
-from posttrainlab.data.jsonl import write_jsonl
+from posttrainlab.data.jsonl import write_json, write_jsonl
 from posttrainlab.errors import BadInput
 
 SELECTIONS = ("all", "one-per-problem")
@@ -203,7 +202,7 @@ def write_views(
         for split, files in views.items():
             for name, rows in files.items():
                 write_jsonl(tmp / split / f"{name}.jsonl", rows)
-        (tmp / SUMMARY).write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        write_json(tmp / SUMMARY, summary, ensure_ascii=False)
         write_folder_card(tmp, "sharp", provenance)
     return out
 

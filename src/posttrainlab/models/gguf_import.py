@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from posttrainlab.data.atomic import check_output_folder, staging_dir
+from posttrainlab.data.jsonl import write_json
 from posttrainlab.data.manifest import sha256_file
 from posttrainlab.errors import BadInput
 from posttrainlab.paths import cache_dir
@@ -147,7 +148,7 @@ def convert(source: Source, target: Path) -> dict:
         "parameters": sum(p.numel() for p in model.parameters()),
         "tied_embeddings": bool(getattr(config, "tie_word_embeddings", False)),
     }
-    (target / MARKER).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    write_json(target / MARKER, meta)
     return meta
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from posttrainlab.errors import BadInput
+from posttrainlab.run_layout import PRM_CONFIG  # the name's one place (prm.loading imports it from here)
 
-PRM_CONFIG = "prm_config.json"
 HEADS = ("token-cls", "verdict", "result")
 #: How a solution becomes the PRM's input (``prm.format.encode_solution``): ``qwen`` = Qwen2.5-Math-PRM's layout
 #: (system prompt, question, steps each followed by the separator token); ``policy`` = the policy's own prompt
@@ -133,6 +133,6 @@ def check_prm_folder(path: str | os.PathLike) -> None:
 
 def write_spec(spec: PRMSpec, folder: str | os.PathLike) -> None:
     """Write ``spec`` as ``folder/prm_config.json`` (atomically)."""
-    from posttrainlab.data.atomic import write_text
+    from posttrainlab.data.jsonl import write_json
 
-    write_text(Path(folder) / PRM_CONFIG, json.dumps(asdict(spec), indent=2) + "\n")
+    write_json(Path(folder) / PRM_CONFIG, asdict(spec))

@@ -302,12 +302,12 @@ def place(cfg: QuickstartConfig, layout, base: str | Path | None = None) -> None
     cfg.rft.sft_data.path = data
     prm = cfg.process.prm
     prm.model, prm.output_dir = str(layout.model("sft")), str(layout.prm)
-    prm.dataset.path = str(layout.prm_train)
-    prm.dataset.eval_path = str(layout.prm_heldout)  # its loss: the report's eval curve
+    # the held-out split's loss is the report's eval curve
+    prm.dataset.path, prm.dataset.eval_path = str(layout.prm_train), str(layout.prm_heldout)
     if cfg.process.labelling.labels == "every-step":  # every line is in the Math-Shepherd view
         prm.dataset.format = "math-shepherd"
-        prm.dataset.path, prm.dataset.eval_path = (str(layout.arith_prm / "math_shepherd" / f"{split}.jsonl")
-                                                   for split in ("train", "heldout"))  # fmt: skip
+        prm.dataset.path = str(layout.prm_train_every_step)
+        prm.dataset.eval_path = str(layout.prm_heldout_every_step)
 
 
 def resolved(cfg: QuickstartConfig, out: str | Path) -> QuickstartConfig:

@@ -197,9 +197,9 @@ class StageRecords:
         return weights
 
     def save(self) -> None:
-        from posttrainlab.data.atomic import write_text
+        from posttrainlab.data.jsonl import write_json
 
-        write_text(self.path, json.dumps({"stages": self.records}, indent=2, sort_keys=True) + "\n")
+        write_json(self.path, {"stages": self.records}, sort_keys=True)
 
 
 def _differences(old: dict, new: dict) -> str:

@@ -27,7 +27,7 @@ from pathlib import Path
 from posttrainlab.data.arith.corrupt import CORRUPTIONS
 from posttrainlab.data.arith.problems import CATEGORIES
 from posttrainlab.data.atomic import check_output_folder, staging_dir, write_text
-from posttrainlab.prm.spec import PRM_CONFIG
+from posttrainlab.data.jsonl import write_json
 from posttrainlab.report import orm_curves, paired, plots, results, trace_error
 from posttrainlab.report.format import duration, pct, value, with_ci
 from posttrainlab.report.gallery_html import gallery_section
@@ -36,7 +36,7 @@ from posttrainlab.report.plots import OUTCOMES, Stat, finite, method_label, orde
 from posttrainlab.report.render import Block, heading, image, paragraph, table, to_html, to_markdown
 from posttrainlab.report.run_folder import RunFolder, load_run
 from posttrainlab.report.sampled import sampled_section
-from posttrainlab.run_layout import BON_PNG, COMPARE_JSON, RELIABILITY_PNG, RESULTS_JSON, RunLayout
+from posttrainlab.run_layout import BON_PNG, COMPARE_JSON, PRM_CONFIG, RELIABILITY_PNG, RESULTS_JSON, RunLayout
 
 # --- formatting -------------------------------------------------------------------------------------
 
@@ -124,7 +124,7 @@ def blocks(run: RunFolder, images: list[str], comparisons: dict | None = None,
         hacking = hacking_blocks(run.path)[0]
     summary = results.summarize(info, metrics, comparisons, run.bon)
     out = [heading(f"posttrain quickstart report: {run.path.name}", 1)]
-    note = results.base_note(summary)
+    note = results.base_note(summary, run.stages)
     if note:
         out.append(paragraph(note))
     if info.get("preset") == "smoke":
@@ -368,9 +368,9 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
         for name, png in images.items():
             (tmp / f"{name}.png").write_bytes(png)  # the whole folder is swapped in at once
         if paired.has_any(comparisons):
-            (tmp / COMPARE_JSON).write_text(json.dumps(comparisons, indent=2) + "\n", encoding="utf-8")
+            write_json(tmp / COMPARE_JSON, comparisons)
         # the headline numbers (report.results), strict JSON: a reference run's copy is the README's table
-        (tmp / RESULTS_JSON).write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+        write_json(tmp / RESULTS_JSON, summary)
     write_text(md_path, to_markdown(report))
     write_text(html_path, to_html(report, images))
     return md_path, html_path

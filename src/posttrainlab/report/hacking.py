@@ -179,7 +179,9 @@ def section(run_root: Path) -> str:
     blocks, images = hacking_blocks(run_root)
     if not blocks:
         return ""
-    folder = Path(run_root) / "report_files"
+    from posttrainlab.run_layout import RunLayout
+
+    folder = RunLayout(run_root).report_files
     folder.mkdir(parents=True, exist_ok=True)
     for name, png in images.items():
         with atomic_path(folder / f"{name}.png") as tmp:

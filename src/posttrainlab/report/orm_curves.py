@@ -104,7 +104,8 @@ def process_vs_outcome_figure(bon: dict[str, Any]):
             high = max(100 * bon["selectors"][s][str(n)]["ci95"][1] for s in pair)
             ax.annotate("*", (n, min(high + 2.0, top - 1.0)), ha="center", fontsize=FONT["title"])
     star = f"; * PRM vs ORM p < {ALPHA:g}" if marked else ""
-    style(ax, title=f"Process vs outcome: best-of-N on {bon.get('problems', '?')} problems (95% Wilson bars{star})")
+    # two lines: in one, the title is wider than the axes the legend leaves it and is cut at the figure's edge
+    style(ax, title=f"Process vs outcome: best-of-N on {bon.get('problems', '?')} problems\n95% Wilson bars{star}")
     return fig
 
 

@@ -120,7 +120,7 @@ def _search_comparisons(run_dir: Path, out: dict) -> None:
     try:
         n, per = best_of_n_outcomes(bon)
         if "majority" not in per:
-            raise BadInput(f"{bon / 'scores.jsonl'}: no majority selector to compare with")
+            raise BadInput(f"{bon / SCORES}: no majority selector to compare with")
         majority = per.pop("majority")
         out["best_of_n"] = {
             "n": n,

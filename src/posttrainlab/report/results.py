@@ -135,20 +135,31 @@ def reference(preset: str | None) -> dict | None:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def base_note(summary: dict) -> str | None:
-    """One sentence: the run's base SHA-256, and whether it is the reference run's (the README's numbers)."""
+def base_note(summary: dict, stages: dict[str, str] | None = None) -> str | None:
+    """One sentence: the run's base SHA-256, and whether it is the reference run's (the README's numbers).
+
+    ``stages`` is the run's ``{stage: settings hash}`` (``stages.json``): the README's numbers are promised only
+    when the settings are the reference run's too. A run on dev, or with any other setting, is told so.
+    """
     sha, ref = summary.get("base_sha256"), reference(summary.get("preset"))
     if not sha:
         return None
     said = f"Base model weights SHA-256 {sha[:16]}…"
     if ref is None:
         return f"{said} (no reference run for preset {summary.get('preset')!r})."
+    theirs, other = ref.get("stages") or {}, []
+    if stages and theirs:  # none recorded (a folder without stages.json): not known to differ
+        other = sorted(name for name in set(theirs) | set(stages) - {"report"} if stages.get(name) != theirs.get(name))
     if sha == ref.get("base_sha256"):
+        if other:
+            return (f"{said}: the README's reference base, but these stages differ from the reference run's "
+                    f"(other settings, or a stage only one of the two has): {', '.join(other)}; so the README's "
+                    f"numbers are not this run's.")  # fmt: skip
         return (f"{said}: the README's reference base, so every number below should equal the README's "
                 f"(reference commit {ref.get('commit', '?')}).")  # fmt: skip
-    theirs = f"the README's reference base ({str(ref.get('base_sha256'))[:16]}…)"
+    base = f"the README's reference base ({str(ref.get('base_sha256'))[:16]}…)"
     known = next((where for prefix, where in (ref.get("known_bases") or {}).items() if sha.startswith(prefix)), None)
     if known:
-        return f"{said}: not {theirs} but one measured before: {known}."
-    return (f"{said}: NOT {theirs}, and no run in docs/experiments.md had it: expect numbers within the spread "
+        return f"{said}: not {base} but one measured before: {known}."
+    return (f"{said}: NOT {base}, and no run in docs/experiments.md had it: expect numbers within the spread "
             f"given there over bases, not the README's.")  # fmt: skip

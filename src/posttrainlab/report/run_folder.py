@@ -9,6 +9,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from posttrainlab.data.jsonl import json_object_or_empty
 from posttrainlab.errors import BadInput
 from posttrainlab.report import paired
 from posttrainlab.report.plots import METHODS, ordered
@@ -27,6 +28,7 @@ class RunFolder:
     prm: dict = field(default_factory=dict)  # prm-eval/metrics.json (posttrain eval prm)
     bon: dict = field(default_factory=dict)  # best-of-n/bon.json (posttrain eval best-of-n)
     seeds: dict[str, list[dict]] = field(default_factory=dict)  # method -> eval/<method>-s<k>/metrics.json, by k
+    stages: dict[str, str] = field(default_factory=dict)  # stage -> its settings' hash (stages.json)
 
 
 def _read_json(path: Path) -> dict:
@@ -60,6 +62,8 @@ def load_run(run_dir: str | Path) -> RunFolder:
     run, layout = RunFolder(run_dir), RunLayout(run_dir)
     if layout.run_json.is_file():
         run.info = _read_json(layout.run_json)
+    run.stages = {name: entry["hash"] for name, entry in json_object_or_empty(layout.stages_json).items()
+                  if isinstance(entry, dict) and isinstance(entry.get("hash"), str)}  # fmt: skip
     if (layout.base / PRETRAIN_JSON).is_file():
         run.pretrain = _read_json(layout.base / PRETRAIN_JSON)
     stages = {p.parent.name: p for p in run_dir.glob(f"*/{TRAIN_LOG}") if p.is_file()}

@@ -35,10 +35,11 @@ from pathlib import Path
 from typing import Any
 
 from posttrainlab.errors import BadInput
+from posttrainlab.run_layout import BEAM, OUTCOMES, SAMPLES, SAMPLING
 from posttrainlab.runners.beam_algorithm import BackendProposer, Search, StepProposer, pick, search
 from posttrainlab.runners.settings import BeamSettings
 
-OUTPUTS = ("outcomes.jsonl", "beam.json")
+OUTPUTS = (OUTCOMES, BEAM)
 #: the search's settings, in the order ``beam.json`` lists them (then ``no_answer_step``, then the sampling's)
 SEARCH_KEYS = ("beams", "proposals", "max_steps", "max_new_tokens", "max_step_tokens", "aggregation", "distinct")
 
@@ -52,7 +53,7 @@ def best_of_n_samples(folder: str | os.PathLike, ids: Sequence[str]) -> tuple[in
     folder = Path(folder)
     if not folder.is_dir():
         raise BadInput(f"{folder}: no such folder (--best-of-n: a posttrain eval best-of-n output)")
-    samples, meta = folder / "samples.jsonl", folder / "sampling.json"
+    samples, meta = folder / SAMPLES, folder / SAMPLING
     if not (samples.is_file() and meta.is_file()):
         raise BadInput(f"{folder}: no best-of-n run here (samples.jsonl and sampling.json; posttrain eval best-of-n)")
     try:
@@ -154,8 +155,8 @@ def run(
     ``score_batch``) the PRM loaded from ``prm``.
     """
     from posttrainlab.data.arith.prm_data import question_of
-    from posttrainlab.data.atomic import check_output_folder, write_text
-    from posttrainlab.data.jsonl import write_jsonl
+    from posttrainlab.data.atomic import check_output_folder
+    from posttrainlab.data.jsonl import write_json, write_jsonl
     from posttrainlab.generation.prompts import as_messages
     from posttrainlab.grading.arith import ArithGrader
     from posttrainlab.prm.spec import is_orm
@@ -240,8 +241,8 @@ def run(
         result["best_of_n"] = bon
     result["seconds"] = {"search": seconds, **clock}
     result["provenance"] = provenance(seeds={"search": opts.seed})
-    write_jsonl(out / "outcomes.jsonl", rows)
-    write_text(out / "beam.json", json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    write_jsonl(out / OUTCOMES, rows)
+    write_json(out / BEAM, result, ensure_ascii=False)
     return result
 
 

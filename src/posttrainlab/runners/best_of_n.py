@@ -32,6 +32,7 @@ from typing import Any
 from posttrainlab.errors import BadInput
 from posttrainlab.eval.aggregation import AGGREGATIONS, aggregate
 from posttrainlab.eval.best_of_n import Candidates, best_of_n_metrics, parse_ns, selections, vote_answer
+from posttrainlab.run_layout import BON, BON_PNG, SAMPLES, SAMPLING, SCORES
 from posttrainlab.runners.settings import BestOfNSettings
 
 
@@ -51,7 +52,7 @@ def _read_cache(out: Path, settings: dict[str, Any], records: list[dict]) -> lis
     """The cached samples.jsonl rows when sampling.json matches ``settings`` and the ids match."""
     from posttrainlab.data.jsonl import read_jsonl
 
-    meta, samples = out / "sampling.json", out / "samples.jsonl"
+    meta, samples = out / SAMPLING, out / SAMPLES
     if not (meta.is_file() and samples.is_file()):
         return None
     try:
@@ -138,8 +139,8 @@ def run(
     from posttrainlab.data.arith.prm_data import question_of
     from posttrainlab.data.arith.prm_labels import with_no_answer_step
     from posttrainlab.data.arith.steps import split_steps
-    from posttrainlab.data.atomic import atomic_path, check_writable, write_text
-    from posttrainlab.data.jsonl import write_jsonl
+    from posttrainlab.data.atomic import atomic_path, check_writable
+    from posttrainlab.data.jsonl import write_json, write_jsonl
     from posttrainlab.data.manifest import sha256_file
     from posttrainlab.provenance import provenance
     from posttrainlab.runners.prm_eval import check_models, load_scorer, score_items
@@ -185,8 +186,8 @@ def run(
         start = time.perf_counter()
         rows = _sample(backend, records, sampling)
         sample_seconds = time.perf_counter() - start
-        write_jsonl(out / "samples.jsonl", rows)
-        write_text(out / "sampling.json", json.dumps(sampling, indent=2) + "\n")
+        write_jsonl(out / SAMPLES, rows)
+        write_json(out / SAMPLING, sampling)
 
     if orm is not None and orm_scorer is None:
         orm_scorer = load_scorer(orm, dtype=opts.dtype, device=opts.device)
@@ -257,8 +258,8 @@ def run(
                 "selected": selections(c, ns, vote_aggregation),
             }
 
-    write_jsonl(out / "scores.jsonl", score_rows())
-    pngs = {"best_of_n.png": best_of_n_png(result)}
+    write_jsonl(out / SCORES, score_rows())
+    pngs = {BON_PNG: best_of_n_png(result)}
     if orm_path is not None:
         from posttrainlab.report.orm_curves import IMAGE, process_vs_outcome_png
 
@@ -267,7 +268,7 @@ def run(
         if png is not None:
             with atomic_path(out / name) as tmp:
                 tmp.write_bytes(png)
-    write_text(out / "bon.json", json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    write_json(out / BON, result, ensure_ascii=False)
     return result
 
 

@@ -33,6 +33,7 @@ from posttrainlab.eval.trace_error import (
     paired_sampled_trace,
     paired_trace,
 )
+from posttrainlab.run_layout import METRICS, OUTCOMES, SAMPLES, SCORES
 
 
 def outcomes_file(path: str | os.PathLike) -> Path:
@@ -42,7 +43,7 @@ def outcomes_file(path: str | os.PathLike) -> Path:
         return path
     if not path.exists():
         raise BadInput(f"{path}: no such file or folder")
-    for name in ("outcomes.jsonl", "samples.jsonl"):
+    for name in (OUTCOMES, SAMPLES):
         if (path / name).is_file():
             return path / name
     raise BadInput(f"{path}: holds no outcomes.jsonl or samples.jsonl (expected an eval policy folder)")
@@ -86,7 +87,7 @@ def best_of_n_outcomes(folder: str | os.PathLike, n: int | None = None) -> tuple
     from posttrainlab.data.jsonl import iter_jsonl
 
     folder = Path(folder)
-    files = [folder / "samples.jsonl", folder / "scores.jsonl"]
+    files = [folder / SAMPLES, folder / SCORES]
     for file in files:
         if not file.is_file():
             raise BadInput(f"{folder}: no {file.name} (expected a best-of-N output folder)")
@@ -168,7 +169,7 @@ def sampled_comparison(a: str | os.PathLike, b: str | os.PathLike) -> dict[str, 
     temperatures = []
     for side in (a, b):
         try:
-            m = json.loads((Path(side) / "metrics.json").read_text(encoding="utf-8"))
+            m = json.loads((Path(side) / METRICS).read_text(encoding="utf-8"))
             temperatures.append(m.get("sampled", {}).get("temperature"))
         except (OSError, ValueError, AttributeError):
             temperatures.append(None)

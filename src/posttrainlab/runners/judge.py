@@ -35,10 +35,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from posttrainlab.data.atomic import write_text
 from posttrainlab.data.formats.math_shepherd import as_list_form, check_ms_row
 from posttrainlab.data.formats.readers import SUFFIXES, iter_rows
-from posttrainlab.data.jsonl import append_jsonl
+from posttrainlab.data.jsonl import append_jsonl, write_json
 from posttrainlab.data.manifest import sha256_file
 from posttrainlab.data.pool import run_pool
 from posttrainlab.data.runfile import finished_records, has_row_index
@@ -282,7 +281,7 @@ def run_judge(
         "warnings": warnings,
     }
     metrics = _ordered(metrics)
-    write_text(metric_file, json.dumps(metrics, indent=2, ensure_ascii=False) + "\n")
+    write_json(metric_file, metrics, ensure_ascii=False)
     return JudgeRun(jsonl, metric_file, metrics, len(written), resumed, elapsed, warnings)
 
 
@@ -330,5 +329,5 @@ def recompute(filepath: str | Path) -> tuple[Path, dict[str, Any]]:
     metrics["recomputed_from"] = {"file": str(path), "sha256": sha256_file(path)}
     metrics["warnings"] = notes
     out = path.with_name(f"{path.stem}_recomputed_metric.json")
-    write_text(out, json.dumps(_ordered(metrics), indent=2, ensure_ascii=False) + "\n")
+    write_json(out, _ordered(metrics), ensure_ascii=False)
     return out, metrics

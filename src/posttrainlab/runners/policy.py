@@ -30,7 +30,6 @@ torch is imported only inside the functions that run a model.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
@@ -43,6 +42,7 @@ from posttrainlab.eval.trace_error import mark_rows, sampled_trace_metrics, trac
 from posttrainlab.generation.prompts import as_messages
 from posttrainlab.grading import get_grader
 from posttrainlab.provenance import provenance
+from posttrainlab.run_layout import METRICS, SAMPLES
 from posttrainlab.runners.settings import PolicyEvalSettings
 
 
@@ -240,9 +240,8 @@ def _evaluate_preferences(pairs, backend, scorer, ref_model, opts: PolicyEvalSet
 
 def write_outputs(out_dir: str | os.PathLike, metrics: dict, rows: list[dict]) -> None:
     """``samples.jsonl`` then ``metrics.json``, each written atomically (metrics last marks a finished run)."""
-    from posttrainlab.data.atomic import write_text
-    from posttrainlab.data.jsonl import write_jsonl
+    from posttrainlab.data.jsonl import write_json, write_jsonl
 
     out = Path(out_dir)
-    write_jsonl(out / "samples.jsonl", rows)
-    write_text(out / "metrics.json", json.dumps(metrics, indent=2, ensure_ascii=False) + "\n")
+    write_jsonl(out / SAMPLES, rows)
+    write_json(out / METRICS, metrics, ensure_ascii=False)

@@ -32,7 +32,6 @@ Written by hand: it is the glue between the format readers, the PRM scorer and t
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Iterable, Sequence
@@ -48,6 +47,7 @@ from posttrainlab.eval.step_metrics import (
     predicted_first_error,
 )
 from posttrainlab.progress import progress_bar
+from posttrainlab.run_layout import METRICS, RELIABILITY_PNG, SCORES
 from posttrainlab.runners.settings import PRMEvalSettings
 
 ARITH_PRM_DEFAULT_SPLIT = "heldout"
@@ -234,8 +234,8 @@ def run(
     ``settings``: ``runners.settings.PRMEvalSettings`` (its defaults when ``None``). ``scorer`` (anything with
     ``score_batch``) replaces the PRM loaded from ``model``.
     """
-    from posttrainlab.data.atomic import check_writable, write_text
-    from posttrainlab.data.jsonl import write_jsonl
+    from posttrainlab.data.atomic import check_writable
+    from posttrainlab.data.jsonl import write_json, write_jsonl
     from posttrainlab.eval.prm_metrics import prm_metrics
     from posttrainlab.eval.within_problem import by_problem_id
     from posttrainlab.provenance import provenance
@@ -267,14 +267,14 @@ def run(
         "solutions_per_s": len(rows) / seconds if seconds > 0 else None,
     }
     result["provenance"] = provenance()
-    write_jsonl(out / "scores.jsonl", score_records(rows, scores, threshold))
+    write_jsonl(out / SCORES, score_records(rows, scores, threshold))
     png = reliability_png(metrics["calibration"])
     if png is not None:
         from posttrainlab.data.atomic import atomic_path
 
-        with atomic_path(out / "reliability.png") as tmp:
+        with atomic_path(out / RELIABILITY_PNG) as tmp:
             tmp.write_bytes(png)
-    write_text(out / "metrics.json", json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    write_json(out / METRICS, result, ensure_ascii=False)
     return result
 
 

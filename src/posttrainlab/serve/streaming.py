@@ -39,11 +39,12 @@ waits for the tokens that complete it, so no piece holds half a character.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from posttrainlab.data.jsonl import strict_json
 
 log = logging.getLogger("posttrainlab.serve")
 
@@ -150,7 +151,7 @@ def events(
 
 
 def _event(chunk: dict) -> str:
-    return f"data: {json.dumps(chunk, ensure_ascii=False, separators=(',', ':'))}\n\n"
+    return f"data: {strict_json(chunk, ensure_ascii=False, separators=(',', ':'))}\n\n"
 
 
 # ---- tokens as they are generated --------------------------------------------------------------------

@@ -54,7 +54,10 @@ class SolutionSettings:
                 raise BadInput(f"{name}={getattr(self, name)}: must be at least 1")
         if not self.temperature > 0:
             raise BadInput(f"temperature={self.temperature}: must be > 0 (the policy's errors are what is labelled)")
+        from posttrainlab.data.arith.splits import check_split_names
+
         for name in ("train_split", "heldout_split"):
+            check_split_names(f"{name}={getattr(self, name)}", [getattr(self, name)])
             if getattr(self, name) in EVAL_POOLS:
                 raise BadInput(f"{name}={getattr(self, name)}: an evaluation pool ({', '.join(EVAL_POOLS)}); the "
                                "study labels problems outside every one (rl_train, rl_extra)")  # fmt: skip

@@ -23,11 +23,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from posttrainlab.data.jsonl import read_jsonl
+from posttrainlab.data.jsonl import read_jsonl, strict_json
+from posttrainlab.run_layout import SAMPLES, SAMPLING
 from posttrainlab.study.layout import SKIPPED, Source, StudyLayout
 
 #: the files of a best-of-N run that are its sample cache (runners.best_of_n)
-BON_CACHE = ("samples.jsonl", "sampling.json")
+BON_CACHE = (SAMPLES, SAMPLING)
 NO_PRM = "(none: sampling only)"
 
 
@@ -65,7 +66,7 @@ def recipe_of(cfg, layout: StudyLayout, source: Source, policy: Path, steps: int
 def _skip(folder: Path, reason: str) -> None:
     from posttrainlab.data.atomic import write_text
 
-    write_text(folder / SKIPPED, json.dumps({"skipped": reason}) + "\n")
+    write_text(folder / SKIPPED, strict_json({"skipped": reason}) + "\n")
 
 
 def train_source(cfg, layout: StudyLayout, source: Source, policy: Path) -> None:

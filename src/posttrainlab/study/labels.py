@@ -17,20 +17,17 @@ and ``targets``, ``id``, ``category``, ``sample_index``) and then ``cost.json``:
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from posttrainlab.data.jsonl import read_jsonl, write_jsonl
+from posttrainlab.data.jsonl import read_jsonl, write_json, write_jsonl
 from posttrainlab.study.layout import COST, TRAIN, StudyLayout
 
 
 def _write_cost(folder: Path, cost: dict[str, Any]) -> None:
-    from posttrainlab.data.atomic import write_text
-
-    write_text(folder / COST, json.dumps(cost, indent=2) + "\n")
+    write_json(folder / COST, cost)
 
 
 def labelled_row(row: dict[str, Any], targets: list[float]) -> dict[str, Any]:

@@ -8,12 +8,12 @@ McNemar p, and where each source's label errors sit (problem category, step posi
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from posttrainlab.data.jsonl import read_jsonl
 from posttrainlab.eval.compare import p_value, points
+from posttrainlab.run_layout import BON, METRICS
 from posttrainlab.study.evaluate import read_json
 from posttrainlab.study.layout import COST, SKIPPED, TRAIN, StudyLayout, labellings, sources
 from posttrainlab.study.quality import BON_SELECTORS, bon_row, cost_table, label_quality, prm_row
@@ -42,7 +42,7 @@ def gather(cfg, layout: StudyLayout, identity: dict[str, Any]) -> dict[str, Any]
     exact = [[int(x) for x in r["labels"]] for r in train]
     categories = [r["category"] for r in train]
     costs = cost_table({name: read_json(layout.labels(name) / COST) or {} for name, _ in labellings(cfg)}, len(train))
-    samples = read_json(layout.bon_samples / "bon.json") or {}
+    samples = read_json(layout.bon_samples / BON) or {}
     n = str(cfg.bon.n)
     data: dict[str, Any] = {
         "preset": cfg.preset,
@@ -67,9 +67,9 @@ def gather(cfg, layout: StudyLayout, identity: dict[str, Any]) -> dict[str, Any]
             entry["cost"] = {"continuations": 0, "judge_calls": 0, "seconds": 0.0}
         skipped = read_json(layout.prm_of(source.name) / SKIPPED)
         entry["skipped"] = skipped and skipped.get("skipped")
-        metrics = read_json(ev / "heldout" / "metrics.json")
+        metrics = read_json(ev / "heldout" / METRICS)
         entry["prm"] = prm_row(metrics) if metrics else None
-        if (ev / "bon" / "bon.json").is_file():
+        if (ev / "bon" / BON).is_file():
             outcomes = best_of_n_outcomes(ev / "bon", cfg.bon.n)[1]
             entry["bon"] = bon_row(outcomes, None if source.name == "exact" else reference)
             reference = outcomes["prm_vote"] if source.name == "exact" else reference
@@ -226,10 +226,11 @@ def cost_figure(data: dict[str, Any]):
 def write_report(cfg, layout: StudyLayout, identity: dict[str, Any]) -> Path:
     """Gather, then write ``study.json``, ``quality_vs_cost.png`` and ``report.md`` (last); return report.md."""
     from posttrainlab.data.atomic import atomic_path, write_text
+    from posttrainlab.data.jsonl import write_json
     from posttrainlab.report.figstyle import rendered
 
     data = gather(cfg, layout, identity)
-    write_text(layout.study_json, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    write_json(layout.study_json, data, ensure_ascii=False)
     png = rendered(cost_figure(data))
     if png is not None:
         with atomic_path(layout.report_png) as tmp:

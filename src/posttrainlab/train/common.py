@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from posttrainlab.errors import BadInput
+from posttrainlab.run_layout import TRAIN_SUMMARY as SUMMARY  # the marker of a finished run (run_layout)
 from posttrainlab.train.logs import LOG, TENSORBOARD, use_tensorboard_folder
 from posttrainlab.train.recipes import DEFAULT_DATA, DatasetConfig, LoraSwitch, OptimConfig
 
-SUMMARY = "train_summary.json"
 RECIPE = "recipe.yaml"
 #: what to do with an earlier run in output_dir (``posttrain train`` flags: none, --resume, --overwrite)
 EXISTING = ("check", "resume", "overwrite")

@@ -14,7 +14,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-LOG = "train_log.jsonl"
+from posttrainlab.run_layout import TRAIN_LOG as LOG  # the run folder's name for it (the report reads it)
+
 TENSORBOARD = "tensorboard"
 
 

@@ -94,8 +94,7 @@ def sampled_rows(
     A model loaded here is freed before this returns, so the trainer loads into the memory it held; a ``backend``
     given with a ``close`` method (``vllm-server``'s) is closed, which stops the server it started.
     """
-    from posttrainlab.data.atomic import write_text
-    from posttrainlab.data.jsonl import write_jsonl
+    from posttrainlab.data.jsonl import write_json, write_jsonl
 
     out, rows_file = Path(out), Path(out) / f"{kept.name}.jsonl"
     if reuse and (found := reusable(out, kept, settings)) is not None:
@@ -124,7 +123,7 @@ def sampled_rows(
     (out / f"{kept.name}.json").unlink(missing_ok=True)  # no summary may vouch for a rows file it did not describe
     write_jsonl(rows_file, rows)
     summary = {"settings": settings, "counts": counts, "backend": backend_name, "seconds": round(seconds, 3)}
-    write_text(out / f"{kept.name}.json", json.dumps(summary, indent=2) + "\n")
+    write_json(out / f"{kept.name}.json", summary)
     if kept.written is not None:
         kept.written(out)
     print(f"{kept.prefix}: {len(rows)} {kept.noun} from {len(records)} prompts x {cfg.k} samples in {seconds:.1f} s",

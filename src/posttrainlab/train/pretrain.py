@@ -20,9 +20,9 @@ from pathlib import Path
 
 from posttrainlab.data.arith.corpus import CorpusConfig, contamination_report, draw_corpus, eval_programs, segments
 from posttrainlab.models.tiny import TinyModelConfig
+from posttrainlab.run_layout import PRETRAIN_JSON
 
 CORPUS_VERSION = "arith-corpus-2"
-PRETRAIN_JSON = "pretrain.json"
 CONTAMINATION_JSON = "contamination.json"
 BASE = "base of posttrain model pretrain"
 

@@ -238,7 +238,9 @@ def train_prm(recipe: PRMRecipe, existing: str = "check") -> Path:
 
     start = check_run(recipe, existing)
     trainer, n, spec = build_trainer(recipe)
-    out = run_trainer(trainer, recipe, "prm", n, start)  # a LoRA run is saved merged (common.save_model)
+    # an ORM's lines, summary and errors say "orm" (the quickstart's orm stage printed "prm  step …")
+    name = "orm" if recipe.supervision in OUTCOME_SUPERVISION else "prm"
+    out = run_trainer(trainer, recipe, name, n, start)  # a LoRA run is saved merged (common.save_model)
     if trainer.is_world_process_zero():
         write_spec(spec, out)
     return out

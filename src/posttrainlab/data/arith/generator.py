@@ -157,7 +157,7 @@ def build(version: str = LATEST, seed: int = SEED) -> Build:
     """Generate, check and serialise a release; raises ``BuildError`` on any failed check."""
     import hashlib
 
-    from posttrainlab.data.manifest import manifest_text
+    from posttrainlab.data.manifest import MANIFEST, manifest_text
 
     problems = draw_pools(version, seed)
     grader = ArithGrader()
@@ -203,5 +203,5 @@ def build(version: str = LATEST, seed: int = SEED) -> Build:
         "contamination_checks": checks,
     }
     out.files["README.md"] = render_card(out.manifest, out.files).encode("utf-8")
-    out.files["manifest.json"] = manifest_text(out.manifest).encode("utf-8")
+    out.files[MANIFEST] = manifest_text(out.manifest).encode("utf-8")
     return out

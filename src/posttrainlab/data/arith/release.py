@@ -89,7 +89,7 @@ def check(version: str = LATEST, out: str | Path | None = None) -> list[str]:
                 problems.append(f"{path}: missing from the build in {out}")
             elif (found := sha256_file(path)) != entry["sha256"]:
                 problems.append(f"{path}: sha256 {found} != rebuilt {entry['sha256']}")
-        for rel in ("manifest.json", "README.md"):
+        for rel in (MANIFEST, "README.md"):
             path = out / rel
             if path.is_file() and path.read_bytes() != result.files[rel]:
                 problems.append(f"{path}: differs from the rebuilt {rel}")

@@ -59,6 +59,22 @@ INTENDED_OVERLAPS = {
 }
 
 
+def check_split_names(field: str, names) -> None:
+    """``BadInput`` naming ``field`` when one of ``names`` is no arith-v1 split: a setting checked before any stage
+    runs, not when its stage opens the split (issue #42: ``solutions.train_split=nope`` failed after earlier stages).
+
+    >>> try:
+    ...     check_split_names("train_prompts", ["rl_train", "nope"])
+    ... except BadInput as e:
+    ...     print(e)
+    train_prompts: 'nope' is no arith-v1 split (prompt splits: rl_train, rl_extra, rl_train_1500)
+    """
+    for name in names:
+        if name not in SPLITS_BY_NAME:
+            prompts = ", ".join(s.name for s in SPLITS if s.config == "prompt")
+            raise BadInput(f"{field}: {name!r} is no arith-v1 split (prompt splits: {prompts})")
+
+
 def _vtuple(version: str) -> tuple[int, ...]:
     return tuple(int(x) for x in version.split("."))
 

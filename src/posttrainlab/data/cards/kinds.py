@@ -38,6 +38,7 @@ from posttrainlab.data.cards.render import CARD, parse_provenance
 from posttrainlab.data.cards.sections import json_object
 from posttrainlab.data.manifest import FileProblem
 from posttrainlab.errors import BadInput
+from posttrainlab.run_layout import MANIFEST
 
 #: the folder of a DPO run that holds its on-policy pairs as a dataset
 PAIRS_DIR = "pairs"
@@ -52,7 +53,7 @@ class Kind:
 
 
 def _is_arith_v1(folder: Path) -> bool:
-    return json_object(folder / "manifest.json").get("dataset") == "arith-v1"
+    return json_object(folder / MANIFEST).get("dataset") == "arith-v1"
 
 
 KINDS: dict[str, Kind] = {
@@ -137,7 +138,7 @@ def check_recorded(folder: str | os.PathLike, rehash: bool = False) -> list[File
     entries (and arith-v1's records per split) are rewritten from the files as they are, and the card follows them.
     Returns the mismatches that ``rehash`` accepted."""
     from posttrainlab.data.atomic import write_text
-    from posttrainlab.data.manifest import MANIFEST, file_entry, has_manifest, load_manifest, manifest_text, verify_dir
+    from posttrainlab.data.manifest import file_entry, has_manifest, load_manifest, manifest_text, verify_dir
 
     folder = Path(folder)
     problems = verify_dir(folder) if has_manifest(folder) else []

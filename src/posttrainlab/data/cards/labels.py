@@ -26,6 +26,7 @@ from posttrainlab.data.cards.about import card_spec, columns_section
 from posttrainlab.data.cards.card import CardSpec
 from posttrainlab.data.cards.render import fmt_int, table
 from posttrainlab.errors import BadInput
+from posttrainlab.run_layout import MANIFEST
 
 ARITH_PRM_SPLITS = ("train", "heldout", "preference_test")
 SHARP_SPLITS = ("train", "test")
@@ -36,11 +37,11 @@ SHARP_VIEWS = ("step", "span", "meta")
 
 
 def is_arith_prm(folder: Path) -> bool:
-    return sec.json_object(folder / "manifest.json").get("dataset") == "arith-prm"
+    return sec.json_object(folder / MANIFEST).get("dataset") == "arith-prm"
 
 
 def arith_prm_derive(folder: Path, known: dict[str, Any]) -> dict[str, Any]:
-    manifest = sec.json_object(folder / "manifest.json")
+    manifest = sec.json_object(folder / MANIFEST)
     sampling = {k: v for k, v in manifest.get("sampling", {}).items() if k not in ("seconds", "samples_per_s")}
     seed = sampling.get("seed")
     return {
@@ -55,11 +56,11 @@ def arith_prm_derive(folder: Path, known: dict[str, Any]) -> dict[str, Any]:
 
 
 def arith_prm_spec(folder: Path, provenance: dict[str, Any]) -> CardSpec:
-    splits = list(sec.json_object(folder / "manifest.json").get("stats") or ARITH_PRM_SPLITS)
+    splits = list(sec.json_object(folder / MANIFEST).get("stats") or ARITH_PRM_SPLITS)
     for s in splits:
         for view in ("step", "math_shepherd"):
             if not (folder / view / f"{s}.jsonl").is_file():
-                raise BadInput(f"{folder / view / s}.jsonl: missing (listed in {folder / 'manifest.json'})")
+                raise BadInput(f"{folder / view / s}.jsonl: missing (listed in {folder / MANIFEST})")
     steps = {s: sec.step_counts(sec.rows_of(folder / "step" / f"{s}.jsonl")) for s in splits}
     ms = {
         s: sec.step_counts(sec.rows_of(folder / "math_shepherd" / f"{s}.jsonl"), "labels", "completions")
@@ -95,7 +96,7 @@ def arith_prm_spec(folder: Path, provenance: dict[str, Any]) -> CardSpec:
         "step": {s: f"step/{s}.jsonl" for s in splits},
         "math_shepherd": {s: f"math_shepherd/{s}.jsonl" for s in splits},
     }
-    side = [f for f in ("manifest.json", "stats.json") if (folder / f).is_file()]
+    side = [f for f in (MANIFEST, "stats.json") if (folder / f).is_file()]
     return card_spec("arith-prm", configs, sections, provenance, side)
 
 

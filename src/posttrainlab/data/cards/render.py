@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from posttrainlab.data.cards.features import Type, features_yaml
+from posttrainlab.data.jsonl import strict_json
 
 CARD = "README.md"
 FILES_HEADING = "## Files"
@@ -210,14 +211,14 @@ def _cell(value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, (dict, list)):
-        return "`" + json.dumps(value, ensure_ascii=False).replace("|", "\\|") + "`"
+        return "`" + strict_json(value, ensure_ascii=False).replace("|", "\\|") + "`"
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
 def provenance_section(record: dict[str, Any], labels: dict[str, str]) -> str:
     """The Provenance section: one table row per key of ``record`` (``labels`` names them), then the JSON."""
     rows = [[labels.get(key, key), _cell(value)] for key, value in record.items()]
-    block = json.dumps(record, indent=2, ensure_ascii=False)
+    block = strict_json(record, indent=2, ensure_ascii=False)  # a card is strict JSON too (data.jsonl)
     return (
         f"{PROVENANCE_HEADING}\n\n"
         + table(["field", "value"], rows)

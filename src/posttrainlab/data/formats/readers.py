@@ -22,6 +22,7 @@ from typing import Any
 
 from posttrainlab.data.jsonl import decode_line, iter_jsonl
 from posttrainlab.errors import BadInput, one_line
+from posttrainlab.run_layout import MANIFEST
 
 SUFFIXES = (".jsonl", ".json", ".parquet")
 BATCH_ROWS = 1024
@@ -116,7 +117,7 @@ def _iter_hub(spec: str) -> Iterator[dict[str, Any]]:
     if ref.split is None:
         raise BadInput(f"{spec}: name a split, e.g. {spec}:train")
     folder = Path(hub.download_dataset(ref.repo_id))
-    if (folder / "manifest.json").is_file():
+    if (folder / MANIFEST).is_file():
         rel = f"{ref.config}/{ref.split}.jsonl" if ref.config else f"{ref.split}.jsonl"
         if not (folder / rel).is_file():
             raise BadInput(f"{spec}: the dataset has no file {rel}")

@@ -153,10 +153,10 @@ def agreement_markdown(result: dict[str, Any]) -> str:
 
 def write_agreement(out, ns: Sequence[int] | None = None) -> dict[str, Any]:
     """Score the run in ``out`` and write ``out/agreement.json`` and ``out/agreement.md``."""
-    import json
     from pathlib import Path
 
     from posttrainlab.data.atomic import write_text
+    from posttrainlab.data.jsonl import write_json
     from posttrainlab.label.mc.work import read_work
 
     config, records = read_work(out)
@@ -165,7 +165,7 @@ def write_agreement(out, ns: Sequence[int] | None = None) -> dict[str, Any]:
         ns = sorted({n for n in (4, 8, 16) if n <= run_n} | {run_n}) if config.get("search") == "full" else [run_n]
     result = agreement(records, list(ns), config)
     result["problems"] = len(records)
-    write_text(Path(out) / "agreement.json", json.dumps(result, indent=2) + "\n")
+    write_json(Path(out) / "agreement.json", result)
     write_text(Path(out) / "agreement.md", agreement_markdown(result))
     return result
 

@@ -15,7 +15,6 @@ the order that makes resuming exact.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -191,6 +190,7 @@ def finalize(
     from posttrainlab.data.atomic import write_text
     from posttrainlab.data.formats.mc_value import VALUE_SOURCES, mc_stats
     from posttrainlab.data.formats.writers import write_rows
+    from posttrainlab.data.jsonl import write_json
 
     val_ids = validation_ids([p.id for p in problems], output.val_problems)
     splits: dict[str, list[dict[str, Any]]] = {"train": [], "val": []}
@@ -245,7 +245,7 @@ def finalize(
         "files": files,
         "finished": True,
     }
-    write_text(out / "summary.json", json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
+    write_json(out / "summary.json", summary, ensure_ascii=False)
     from posttrainlab.data.cards.kinds import write_folder_card
 
     write_folder_card(out, "mc-values")  # README.md, the dataset card (settings from summary.json)

@@ -51,7 +51,7 @@ class WorkDir:
 
     def check_config(self, config: dict[str, Any]) -> None:
         """Write the config on the first run; refuse a different one later (the labels would mix)."""
-        from posttrainlab.data.atomic import write_text
+        from posttrainlab.data.jsonl import write_json
 
         path = self.dir / "config.json"
         if path.is_file():
@@ -65,7 +65,7 @@ class WorkDir:
                 raise BadInput(f"{path}: this work folder was labelled with other settings ({diff}); use a new --out")
             return
         self.dir.mkdir(parents=True, exist_ok=True)
-        write_text(path, json.dumps(config, indent=2, ensure_ascii=False) + "\n")
+        write_json(path, config, ensure_ascii=False)
 
     def finished(self, *, repair: bool = True) -> dict[str, dict[str, Any]]:
         """Every finished problem in any shard's work file, by id (the first record of an id wins).

@@ -247,3 +247,28 @@ def test_process_orm_adds_an_outcome_model_that_scores_best_of_n_beside_the_prm(
     assert seen["orm"] == Path("OUT/orm")
     with pytest.raises(BadInput, match="orm=true: an ORM trains on whole solutions"):
         quickstart_config("default", ["process.orm=true", "process.labelling.labels=first-error"])
+
+
+def test_grpo_prm_trains_grpos_recipe_with_the_runs_prm_once_the_prm_exists():
+    """``methods=[grpo, grpo-prm]`` (issue #39 item 6): grpo-prm is grpo's recipe with ``OUT/prm`` as its
+    ``prm_reward``, trained after the PRM (methods ran before it), paired with GRPO in the report; refused without
+    the process stages."""
+    from posttrainlab.quickstart import RunLayout, place
+    from posttrainlab.quickstart.plan import Run, plan
+    from posttrainlab.report.paired import HEAD_TO_HEAD
+
+    cfg = quickstart_config("default", ["methods=[grpo,grpo-prm]", "grpo.prm_reward.mode=step"])
+    place(cfg, RunLayout(Path("OUT")))
+    stages = {s.name: s for s in plan(Run(cfg, RunLayout(Path("OUT"))))}
+    names = list(stages)
+    assert names.index("grpo") < names.index("arith-prm") < names.index("prm") < names.index("grpo-prm")
+    assert names[names.index("grpo-prm") + 1] == "eval-grpo-prm" and names[-1] == "report"
+    grpo, with_prm = stages["grpo"].settings, stages["grpo-prm"].settings
+    assert grpo["prm_reward"].path is None and with_prm["prm_reward"].path == "OUT/prm"
+    assert with_prm["output_dir"] == "OUT/grpo-prm" and with_prm["prm_reward"].mode == "step"
+    same = {k: v for k, v in with_prm.items() if k not in ("output_dir", "prm_reward")}
+    assert same == {k: v for k, v in grpo.items() if k not in ("output_dir", "prm_reward")}  # the same GRPO
+    assert stages["grpo-prm"].after == ("prepare", "sft", "prm")
+    assert ("grpo", "grpo-prm") in HEAD_TO_HEAD
+    with pytest.raises(BadInput, match="methods: grpo-prm reads the run's PRM; it needs process.enabled=true"):
+        quickstart_config("default", ["methods=[grpo-prm]", "process.enabled=false"])

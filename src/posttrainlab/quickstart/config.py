@@ -231,7 +231,10 @@ RETIRED = {
 
 
 #: the methods ``methods`` may list, and the recipe (a field of QuickstartConfig) each one trains
-METHODS = {"dpo": "dpo", "dpo-policy": "dpo", "grpo": "grpo", "rft": "rft", "sft-continued": "rft"}
+METHODS = {"dpo": "dpo", "dpo-policy": "dpo", "grpo": "grpo", "rft": "rft", "sft-continued": "rft", "grpo-prm": "grpo"}
+#: methods that read the run's PRM: they train after the ``prm`` stage (grpo-prm: ``grpo``'s recipe with the PRM as
+#: its ``prm_reward``: "GRPO-prm − GRPO" is the process reward's effect at the same steps; docs/process-vs-outcome.md)
+PRM_METHODS = ("grpo-prm",)
 
 
 def check_config(cfg: QuickstartConfig) -> None:
@@ -243,8 +246,12 @@ def check_config(cfg: QuickstartConfig) -> None:
         raise BadInput(f"methods: unknown {', '.join(map(repr, unknown))}; choose from {', '.join(METHODS)}")
     if cfg.seeds < 1:
         raise BadInput(f"seeds={cfg.seeds}: must be at least 1")
+    needs_prm = [m for m in cfg.methods if m in PRM_METHODS]
+    if needs_prm and not cfg.process.enabled:
+        raise BadInput(f"methods: {', '.join(needs_prm)} reads the run's PRM; it needs process.enabled=true")
     if "sft-continued" in cfg.methods and cfg.continued_steps_from is not None:
-        before = ["sft", *cfg.methods[: cfg.methods.index("sft-continued")]]
+        # a PRM method trains after the PRM, so after sft-continued: it cannot set its step count
+        before = ["sft", *(m for m in cfg.methods[: cfg.methods.index("sft-continued")] if m not in PRM_METHODS)]
         if cfg.continued_steps_from not in before:
             raise BadInput(f"continued_steps_from={cfg.continued_steps_from!r}: sft-continued trains as many steps as "
                            f"that run took; name sft or a method listed before it ({', '.join(before)})")  # fmt: skip
@@ -281,6 +288,9 @@ def method_recipe(cfg: QuickstartConfig, method: str, k: int = 0):
     if method == "dpo-policy":
         recipe.preference.source = "policy"
         recipe.output_dir = str(Path(recipe.output_dir).parent / method)
+    if method == "grpo-prm":  # the run's PRM as GRPO's process reward (prm_reward.mode, credit... as grpo sets them)
+        recipe.output_dir = str(Path(recipe.output_dir).parent / method)
+        recipe.prm_reward.path = cfg.process.prm.output_dir
     if method == "sft-continued":
         from posttrainlab.train.continued import continued_from
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from posttrainlab.data.arith.prm_data import TRAIN_PROMPTS
 from posttrainlab.data.arith.prm_labels import ArithPRMOptions
-from posttrainlab.quickstart.config import QuickstartConfig, method_recipe, seed_name
+from posttrainlab.quickstart.config import PRM_METHODS, QuickstartConfig, method_recipe, seed_name
 from posttrainlab.run_layout import BEAM, BON, MANIFEST, METRICS, PRM_CONFIG, TRAIN_SUMMARY, RunLayout
 
 
@@ -148,9 +148,8 @@ def _eval_base(r: Run) -> list[Stage]:
     return [_eval(r, "base", ("prepare", *base_stage(r.cfg)))] if r.cfg.eval.eval_base else []
 
 
-def _methods(r: Run) -> list[Stage]:
-    """SFT then each method, each trained and evaluated once per seed; every method starts from ``OUT/sft``
-    (sft-continued also reads the run whose step count it matches, ``continued_steps_from``)."""
+def _method_stages(r: Run, method: str, k: int, after: tuple[str, ...]) -> list[Stage]:
+    """Seed ``k`` of ``method``: its training (reading ``after``) and its greedy evaluation."""
     from posttrainlab.train.continued import train_continued
     from posttrainlab.train.dpo import train_dpo
     from posttrainlab.train.grpo import train_grpo
@@ -158,31 +157,34 @@ def _methods(r: Run) -> list[Stage]:
     from posttrainlab.train.sft import train_sft
 
     trainers = {"sft": train_sft, "dpo": train_dpo, "dpo-policy": train_dpo, "grpo": train_grpo, "rft": train_rft,
-                "sft-continued": train_continued}  # fmt: skip
+                "sft-continued": train_continued, "grpo-prm": train_grpo}  # fmt: skip
+    name, recipe = seed_name(method, k), method_recipe(r.cfg, method, k)
+    folder = r.layout.model(name)
+    # where the base lives (a cache, an import) is not a setting: the base's own stage says what it is
+    settings = recipe_record(replace(recipe, model="BASE") if method == "sft" and base_stage(r.cfg) else recipe)
+    train = Stage(name, lambda t=trainers[method], rc=recipe: t(rc), settings, marker=folder / TRAIN_SUMMARY,
+                  after=after, folder=folder, models=(folder,), reads_base=method == "sft")  # fmt: skip
+    return [train, _eval(r, name, ("prepare", name, *(("sft",) if method.startswith("dpo") else ())))]
+
+
+def _methods(r: Run) -> list[Stage]:
+    """SFT then each method, each trained and evaluated once per seed; every method starts from ``OUT/sft``
+    (sft-continued also reads the run whose step count it matches, ``continued_steps_from``). Methods that read the
+    PRM (``PRM_METHODS``) come after it (``_prm_methods``)."""
     stages = []
-    for method in ("sft", *r.cfg.methods):
+    for method in ("sft", *(m for m in r.cfg.methods if m not in PRM_METHODS)):
         for k in range(r.cfg.seeds):
             after = ("prepare", *base_stage(r.cfg)) if method == "sft" else ("prepare", "sft")
             if method == "sft-continued" and r.cfg.continued_steps_from is not None:
                 after = tuple(dict.fromkeys((*after, seed_name(r.cfg.continued_steps_from, k))))
-            name, recipe = seed_name(method, k), method_recipe(r.cfg, method, k)
-            folder = r.layout.model(name)
-            # where the base lives (a cache, an import) is not a setting: the base's own stage says what it is
-            settings = recipe_record(replace(recipe, model="BASE") if method == "sft" and base_stage(r.cfg) else recipe)
-            stages.append(
-                Stage(
-                    name,
-                    lambda t=trainers[method], rc=recipe: t(rc),
-                    settings,
-                    marker=folder / TRAIN_SUMMARY,
-                    after=after,
-                    folder=folder,
-                    models=(folder,),
-                    reads_base=method == "sft",
-                )
-            )
-            stages.append(_eval(r, name, ("prepare", name, *(("sft",) if method.startswith("dpo") else ()))))
+            stages += _method_stages(r, method, k, after)
     return stages
+
+
+def _prm_methods(r: Run) -> list[Stage]:
+    """The methods that train with the run's PRM (grpo-prm), once it exists: from ``OUT/sft``, reading ``OUT/prm``."""
+    return [stage for method in r.cfg.methods if method in PRM_METHODS for k in range(r.cfg.seeds)
+            for stage in _method_stages(r, method, k, ("prepare", "sft", "prm"))]  # fmt: skip
 
 
 def _process(r: Run) -> list[Stage]:
@@ -276,6 +278,7 @@ STAGES: tuple[Callable[[Run], list[Stage]], ...] = (
     _eval_base,
     _methods,
     _process,
+    _prm_methods,
     _report,
 )
 

@@ -97,14 +97,15 @@ def _method_comparisons(run_dir: Path, methods: list[str], out: dict) -> None:
             out["not_compared"][f"{method_label(m)} vs SFT"] = str(e)
             continue
         out["methods"][m] = {"a": "eval/sft", "b": f"eval/{m}", **result}
-    for a, b in HEAD_TO_HEAD:  # the two DPO pair sources against each other, beside each against SFT
+    for a, b in HEAD_TO_HEAD:  # pairs read against each other too, beside each against SFT
         if a in out["methods"] and b in out["methods"]:
             result = paired(read[a], read[b], names=(method_label(a), method_label(b)))
             out["head_to_head"][f"{b} vs {a}"] = {"a": f"eval/{a}", "b": f"eval/{b}", **result}
 
 
-#: method pairs compared directly too, (A, B): B − A
-HEAD_TO_HEAD = (("dpo", "dpo-policy"),)
+#: method pairs compared directly too, (A, B): B − A: the two DPO pair sources; GRPO with the PRM's reward against
+#: GRPO with the outcome reward alone (the same steps); RFT against its more-training control
+HEAD_TO_HEAD = (("dpo", "dpo-policy"), ("grpo", "grpo-prm"), ("sft-continued", "rft"))
 
 
 def _search_comparisons(run_dir: Path, out: dict) -> None:

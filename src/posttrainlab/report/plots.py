@@ -35,7 +35,7 @@ from posttrainlab.report.figstyle import (
     wrap,
 )
 
-METHODS = ("base", "sft", "sft-continued", "dpo", "dpo-policy", "grpo", "rft")
+METHODS = ("base", "sft", "sft-continued", "dpo", "dpo-policy", "grpo", "grpo-prm", "rft")
 OUTCOMES = ("correct", "wrong_answer", "missing_answer", "malformed")
 METHOD_COLORS = {"base": "#9e9e9e", "sft": "#1f77b4", "dpo": "#ff7f0e", "dpo-policy": "#8c564b", "grpo": "#2ca02c",
                  "prm": "#9467bd", "rft": "#17becf", "sft-continued": "#aec7e8"}  # fmt: skip
@@ -49,6 +49,7 @@ STAGE_KEYS = {
     "dpo": ("loss", "rewards/accuracies", "rewards/margins"),
     "dpo-policy": ("loss", "rewards/accuracies", "rewards/margins"),
     "grpo": ("reward", "kl", "frac_reward_zero_std", "loss"),
+    "grpo-prm": ("reward", "kl", "frac_reward_zero_std", "loss"),
 }
 KEY_TITLES = {
     "rewards/accuracies": "implicit-reward accuracy",

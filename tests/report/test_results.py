@@ -76,3 +76,21 @@ def test_the_readmes_numbers_are_promised_only_for_the_reference_runs_settings()
         "differ from the reference run's (other settings, or a stage only one of the two has): beam-search, "
         "eval-sft, orm; so the README's numbers are not this run's."
     )
+
+
+def test_the_run_folders_stage_hashes_are_read_as_the_quickstart_writes_them(tmp_path):
+    """``stages.json`` is ``{"stages": {name: record}}`` (``quickstart.record``); reading its top level instead gave
+    no stages, so a dev run on the reference base was promised the README's numbers."""
+    from posttrainlab.report.run_folder import load_run
+
+    ref = reference("default")
+    (tmp_path / "run.json").write_text(json.dumps({"preset": "default"}))
+    records = {name: {"hash": h, "status": "done"} for name, h in ref["stages"].items()}
+    records["eval-sft"] = {"hash": "0" * 16, "status": "done"}
+    (tmp_path / "stages.json").write_text(json.dumps({"stages": records}))
+    run = load_run(tmp_path)
+    assert run.stages == {name: r["hash"] for name, r in records.items()}
+    note = base_note({"preset": "default", "base_sha256": ref["base_sha256"]}, run.stages)
+    assert "differ from the reference run's" in note and note.count("eval-sft") == 1
+    (tmp_path / "stages.json").write_text(json.dumps({"stages": "nope"}))
+    assert load_run(tmp_path).stages == {}

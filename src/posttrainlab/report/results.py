@@ -149,7 +149,8 @@ def base_note(summary: dict, stages: dict[str, str] | None = None) -> str | None
         return f"{said} (no reference run for preset {summary.get('preset')!r})."
     theirs, other = ref.get("stages") or {}, []
     if stages and theirs:  # none recorded (a folder without stages.json): not known to differ
-        other = sorted(name for name in set(theirs) | set(stages) - {"report"} if stages.get(name) != theirs.get(name))
+        names = (set(theirs) | set(stages)) - {"report"}
+        other = sorted(name for name in names if stages.get(name) != theirs.get(name))
     if sha == ref.get("base_sha256"):
         if other:
             return (f"{said}: the README's reference base, but these stages differ from the reference run's "

@@ -62,7 +62,8 @@ def load_run(run_dir: str | Path) -> RunFolder:
     run, layout = RunFolder(run_dir), RunLayout(run_dir)
     if layout.run_json.is_file():
         run.info = _read_json(layout.run_json)
-    run.stages = {name: entry["hash"] for name, entry in json_object_or_empty(layout.stages_json).items()
+    recorded = json_object_or_empty(layout.stages_json).get("stages")  # {"stages": {name: record}} (quickstart.record)
+    run.stages = {name: entry["hash"] for name, entry in (recorded if isinstance(recorded, dict) else {}).items()
                   if isinstance(entry, dict) and isinstance(entry.get("hash"), str)}  # fmt: skip
     if (layout.base / PRETRAIN_JSON).is_file():
         run.pretrain = _read_json(layout.base / PRETRAIN_JSON)

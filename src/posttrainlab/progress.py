@@ -127,7 +127,6 @@ LINE_KEYS: dict[str, tuple[tuple[str, str], ...]] = {
     "grpo": (("reward", "reward"), ("rewards/correctness_reward/mean", "correct"), ("prm/score", "prm"),
              ("exact/any_wrong_step", "wrong-step"), ("kl", "kl"), ("learning_rate", "lr")),
     "prm": (("loss", "loss"), ("learning_rate", "lr"), ("grad_norm", "grad")),
-    "orm": (("loss", "loss"), ("learning_rate", "lr"), ("grad_norm", "grad")),
 }  # fmt: skip
 DEFAULT_KEYS = LINE_KEYS["sft"]  # pretrain and any other Trainer: loss, lr, grad
 #: eval keys that say how fast the eval ran, not how good the model is

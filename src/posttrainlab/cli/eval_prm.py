@@ -39,7 +39,7 @@ from posttrainlab.generation.factory import POLICY_BACKENDS
 from posttrainlab.generation.ray_backend import check_ray
 from posttrainlab.models.loading import DTYPES
 from posttrainlab.report.format import pct
-from posttrainlab.run_layout import BON, BON_PNG, METRICS, RELIABILITY_PNG, SCORES
+from posttrainlab.run_layout import BON, BON_PNG, METRICS, PVO_PNG, RELIABILITY_PNG, SCORES
 from posttrainlab.runners.settings import BestOfNSettings, PRMEvalSettings
 
 THREADS_HELP = "torch CPU threads (default: the thread policy, posttrainlab.threads)."
@@ -250,9 +250,7 @@ def best_of_n(
     )
     for line in paired_lines(b) if "orm" in b else []:  # PRM vs ORM (and each vs majority) at each n
         console.print(line, highlight=False)
-    from posttrainlab.report import orm_curves
-
-    more = f", {out / (orm_curves.IMAGE + '.png')}" if "orm" in b else ""
+    more = f", {out / PVO_PNG}" if "orm" in b else ""
     console.print(f"wrote {out / BON}, {out / SCORES}, {out / BON_PNG}{more}", highlight=False)
 
 

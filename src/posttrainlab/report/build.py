@@ -36,7 +36,7 @@ from posttrainlab.report.plots import OUTCOMES, Stat, finite, method_label, orde
 from posttrainlab.report.render import Block, heading, image, paragraph, table, to_html, to_markdown
 from posttrainlab.report.run_folder import RunFolder, load_run
 from posttrainlab.report.sampled import sampled_section
-from posttrainlab.run_layout import BON_PNG, COMPARE_JSON, PRM_CONFIG, RELIABILITY_PNG, RESULTS_JSON, RunLayout
+from posttrainlab.run_layout import BON_PNG, COMPARE_JSON, PRM_CONFIG, PVO_PNG, RELIABILITY_PNG, RESULTS_JSON, RunLayout
 
 # --- formatting -------------------------------------------------------------------------------------
 
@@ -105,7 +105,7 @@ def figures(run: RunFolder) -> dict[str, bytes]:
     for name, path in (
         ("prm_reliability", layout.prm_eval / RELIABILITY_PNG),
         ("best_of_n", layout.best_of_n / BON_PNG),
-        (orm_curves.IMAGE, layout.best_of_n / f"{orm_curves.IMAGE}.png"),  # drawn by best-of-N when an ORM scored
+        (orm_curves.IMAGE, layout.best_of_n / PVO_PNG),  # drawn by best-of-N when an ORM scored
     ):
         if path.is_file():
             out[name] = path.read_bytes()

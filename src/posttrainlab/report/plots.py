@@ -49,8 +49,8 @@ STAGE_KEYS = {
     "dpo": ("loss", "rewards/accuracies", "rewards/margins"),
     "dpo-policy": ("loss", "rewards/accuracies", "rewards/margins"),
     "grpo": ("reward", "kl", "frac_reward_zero_std", "loss"),
-    "grpo-prm": ("reward", "kl", "frac_reward_zero_std", "loss"),
 }
+STAGE_KEYS["grpo-prm"] = STAGE_KEYS["grpo"]  # GRPO with the PRM's reward logs what GRPO logs
 KEY_TITLES = {
     "rewards/accuracies": "implicit-reward accuracy",
     "rewards/margins": "implicit-reward margin",

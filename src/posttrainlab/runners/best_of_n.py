@@ -32,7 +32,7 @@ from typing import Any
 from posttrainlab.errors import BadInput
 from posttrainlab.eval.aggregation import AGGREGATIONS, aggregate
 from posttrainlab.eval.best_of_n import Candidates, best_of_n_metrics, parse_ns, selections, vote_answer
-from posttrainlab.run_layout import BON, BON_PNG, SAMPLES, SAMPLING, SCORES
+from posttrainlab.run_layout import BON, BON_PNG, PVO_PNG, SAMPLES, SAMPLING, SCORES
 from posttrainlab.runners.settings import BestOfNSettings
 
 
@@ -261,9 +261,9 @@ def run(
     write_jsonl(out / SCORES, score_rows())
     pngs = {BON_PNG: best_of_n_png(result)}
     if orm_path is not None:
-        from posttrainlab.report.orm_curves import IMAGE, process_vs_outcome_png
+        from posttrainlab.report.orm_curves import process_vs_outcome_png
 
-        pngs[f"{IMAGE}.png"] = process_vs_outcome_png(result)
+        pngs[PVO_PNG] = process_vs_outcome_png(result)
     for name, png in pngs.items():
         if png is not None:
             with atomic_path(out / name) as tmp:

@@ -169,8 +169,8 @@ class PRMReward:
         texts = [text_of(c) for c in completions]
         scores, bad = self.step_scores(prompts, texts)
         gate = correct_answers(texts, answer) if cfg.outcome_gated else [None] * len(texts)
+        raw = [sequence_reward(s, cfg.aggregation) for s in scores]  # the proxy, before clip and gate
         if log_metric is not None:
-            raw = [sequence_reward(s, cfg.aggregation) for s in scores]
             steps = [x for s in scores for x in s]
             log_metric("prm/score", sum(raw) / len(raw) if raw else math.nan)
             log_metric("prm/step_score", sum(steps) / len(steps) if steps else math.nan)
@@ -179,7 +179,7 @@ class PRMReward:
             ids = completion_ids if completion_ids is not None else [[] for _ in texts]
             self.last = [StepRewards([bounded(x, cfg.clip, g) for x in s] or [0.0], t, list(i))
                          for s, g, t, i in zip(scores, gate, texts, ids, strict=True)]  # fmt: skip
-        return [sequence_reward(s, cfg.aggregation, cfg.clip, g) for s, g in zip(scores, gate, strict=True)]
+        return [bounded(r, cfg.clip, g) for r, g in zip(raw, gate, strict=True)]
 
     def take(self) -> list[StepRewards]:
         """The last batch's step rewards (step mode), once; ``RuntimeError`` when no batch was scored since."""

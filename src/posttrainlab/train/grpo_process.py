@@ -31,6 +31,8 @@ run on several processes, where a group's completions may be split between them.
 
 from __future__ import annotations
 
+from functools import cache
+
 from posttrainlab.errors import BadInput
 from posttrainlab.train.prm_reward import PRM_REWARD_CREDITS
 
@@ -135,18 +137,9 @@ def padded_steps(batch, tokenizer):
     return rewards, where
 
 
+@cache
 def trainer_class():
-    """``ProcessGRPOTrainer``, defined on first use (TRL is imported only then)."""
-    global _TRAINER
-    if _TRAINER is None:
-        _TRAINER = _define()
-    return _TRAINER
-
-
-_TRAINER = None
-
-
-def _define():
+    """``ProcessGRPOTrainer``, defined on first use (TRL is imported only then; as ``progress._callback_class``)."""
     from trl import GRPOTrainer
 
     class ProcessGRPOTrainer(GRPOTrainer):

@@ -6,9 +6,9 @@ holds at least one wrong step (on GSM8K: 14.0%, the previous best, to 3.4% with 
 RL on final-answer correctness alone). They judged the steps by hand; on arith-v1 a program does
 (``data.arith.steps``): a response's trace is right when ``first_error(problem, split_steps(response)) == -1``
 (every calculation line is the reference program's, in its order, with its result, and the answer line is right),
-the same test as RFT's ``filter: process`` (``train.rft.exact``). ``wrong_step`` is its negation. The problem is
-read back from the row's question (``data.arith.steps.parse_question``); rows of another dataset have no exact step
-labels and get no trace error.
+the same test as RFT's ``filter: process`` (``data.arith.steps.exact_trace``); ``wrong_step`` is its negation. The
+problem is read back from the row's question (``data.arith.steps.parse_question``); rows of another dataset have no
+exact step labels and get no trace error.
 
 - **greedy**: ``trace_error = #{right answer and a wrong step} / #{right answer}`` over the problems, with a 95%
   Wilson interval (``eval.intervals``; the problems are independent), ``trace_error_count`` the numerator and
@@ -61,10 +61,9 @@ def wrong_step(problem: Problem, response: Any) -> bool:
     >>> wrong_step(p, "11 * 10 = 110\\n110 - 6 = 105\\nAnswer: 104"), wrong_step(p, "11 * 10 = 110\\nAnswer: 104")
     (True, False)
     """
-    from posttrainlab.data.arith.steps import first_error, split_steps
+    from posttrainlab.data.arith.steps import exact_trace
 
-    steps = split_steps(response) if isinstance(response, str) else []
-    return not steps or first_error(problem, steps) != -1
+    return not (isinstance(response, str) and exact_trace(problem, response))
 
 
 def mark_rows(rows: list[dict]) -> bool:

@@ -35,6 +35,7 @@ import random
 from copy import deepcopy
 from pathlib import Path
 
+from posttrainlab.data.arith.steps import exact_trace
 from posttrainlab.errors import BadInput
 from posttrainlab.train.common import (
     RECIPE,
@@ -75,14 +76,6 @@ def problems_of(records: list[dict]) -> list:
     return problems
 
 
-def exact(problem, response: str) -> bool:
-    """Every step of ``response`` exactly right for ``problem`` and the answer line right (``first_error`` -1)."""
-    from posttrainlab.data.arith.steps import first_error, split_steps
-
-    steps = split_steps(response)
-    return bool(steps) and first_error(problem, steps) == -1
-
-
 def accept(record: dict, samples: list[dict], cfg: RejectionConfig, problem=None) -> list[dict]:
     """The kept samples of one prompt (module docstring, steps 2 and 3), as SFT rows with their provenance.
 
@@ -97,7 +90,7 @@ def accept(record: dict, samples: list[dict], cfg: RejectionConfig, problem=None
             break
         if not s["correct"] or s["response"] in seen:
             continue
-        if cfg.filter == "process" and not exact(problem, s["response"]):
+        if cfg.filter == "process" and not exact_trace(problem, s["response"]):
             continue
         seen.add(s["response"])
         kept.append({"id": f"{record['id']}-{i}", "source_id": record["id"], "category": record.get("category"),
@@ -138,7 +131,7 @@ def rejection_rows(records: list[dict], graded: list[list[dict]], cfg: Rejection
         rows += mine
         with_kept += bool(mine)
         if problem is not None:
-            n_exact += sum(s["correct"] and exact(problem, s["response"]) for s in samples)
+            n_exact += sum(s["correct"] and exact_trace(problem, s["response"]) for s in samples)
     counts = {
         "prompts": len(records),
         "samples": sum(len(s) for s in graded),

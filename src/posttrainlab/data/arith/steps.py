@@ -126,6 +126,20 @@ def first_error(problem: Problem, steps: list[str]) -> int:
     return -1
 
 
+def exact_trace(problem: Problem, response: str) -> bool:
+    """Every step of ``response`` exactly right for ``problem`` and its answer line right (``first_error`` -1): the
+    trace test of RFT's ``filter: process`` (``train.rft``) and of trace error (``eval.trace_error.wrong_step``).
+
+    >>> p = parse_question("What is 351 - 148 + 56?")
+    >>> exact_trace(p, "351 - 148 = 203\\n203 + 56 = 259\\nAnswer: 259"), exact_trace(p, "")
+    (True, False)
+    >>> exact_trace(p, "351 - 148 = 203\\n203 + 56 = 260\\nAnswer: 260")
+    False
+    """
+    steps = split_steps(response)
+    return bool(steps) and first_error(problem, steps) == -1
+
+
 def step_labels(problem: Problem, steps: list[str]) -> tuple[list[str], list[int]]:
     """The step view of a solution: steps up to the first error, labels 1… then one 0 (docs/design.md).
 
@@ -139,4 +153,4 @@ def step_labels(problem: Problem, steps: list[str]) -> tuple[list[str], list[int
     return list(steps[: k + 1]), [1] * k + [0]
 
 
-__all__ = ["first_error", "parse_question", "split_steps", "step_labels", "step_verdicts"]
+__all__ = ["exact_trace", "first_error", "parse_question", "split_steps", "step_labels", "step_verdicts"]

@@ -30,6 +30,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+#: how a path inside the run folder is written in its records (``RunLayout.relative``), so a copied folder matches
+OUT_PREFIX = "OUT/"
 RUN_JSON = "run.json"
 STAGES_JSON = "stages.json"
 STAGE_LOG = "quickstart.log"
@@ -107,6 +109,14 @@ class RunLayout:
     def relative(self, path: Path) -> str:
         """``path`` as ``OUT/…`` when inside the run folder (so a copied folder records the same settings)."""
         try:
-            return "OUT/" + Path(path).relative_to(self.root).as_posix()
+            return OUT_PREFIX + Path(path).relative_to(self.root).as_posix()
         except ValueError:
             return str(path)
+
+    def absolute(self, name: str) -> Path:
+        """The inverse of ``relative``: an ``OUT/…`` name inside this run folder, any other as the path it is.
+
+        >>> RunLayout(Path("runs/q")).absolute("OUT/sft/model.safetensors"), RunLayout(Path("runs/q")).absolute("/x")
+        (PosixPath('runs/q/sft/model.safetensors'), PosixPath('/x'))
+        """
+        return self.root / name[len(OUT_PREFIX) :] if name.startswith(OUT_PREFIX) else Path(name)

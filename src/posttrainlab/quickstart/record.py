@@ -156,7 +156,7 @@ class StageRecords:
             if record.get("marker"):
                 files[self.layout.relative(stage.marker)] = record["marker"]
         for name, sha in sorted(files.items()):
-            path = self.layout.root / name[len("OUT/") :] if name.startswith("OUT/") else Path(name)
+            path = self.layout.absolute(name)
             if not path.is_file():
                 return f"{path} is missing"
             if sha256_file(path) != sha:

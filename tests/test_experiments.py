@@ -2,7 +2,8 @@
 -->`` must plan the stages, with the settings (``stages.json`` hashes), that NAME's runs were made with.
 
 The hashes below were computed with the presets as they were when those runs were made (commit b04679d: ``stable``
-is today's default, ``default`` the old default, ``effects`` a retired preset). A change that moves one of them
+is today's default, ``default`` the old default, ``effects`` a retired preset; ``default-c6d5ced`` is the main job
+before its PRM trained on length-grouped batches). A change that moves one of them
 changes what a reader of that page would run: either keep the hash (a new setting joins stage records only when
 set: ``quickstart.plan``'s legacy tables) or measure again and update the page.
 """
@@ -24,12 +25,22 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "experiments.md"
 
 SHARED = {"prepare": "260ade5f9e70c742", "report": "35d6cbd33ccf5eb2"}
 STABLE_BASE, OLD_BASE = {"pretrain": "f1b708d9558bfa23"}, {"pretrain": "62704744aa95afb2"}
+POLICIES = {
+    "sft": "eef20d97243080cd",
+    "eval-sft": "3192e65fbe4165e9",
+    "rft": "d33d4a6201a0982c",
+    "eval-rft": "c17d20b2ab9d52a0",
+    "sft-continued": "6d9c3042109af28e",
+    "eval-sft-continued": "6378cc7615cbb667",
+    "arith-prm": "96db7ef81449ce2d",
+}
 EXPECTED = {
-    "default": SHARED | STABLE_BASE | {
-        "sft": "eef20d97243080cd", "eval-sft": "3192e65fbe4165e9", "rft": "d33d4a6201a0982c",
-        "eval-rft": "c17d20b2ab9d52a0", "sft-continued": "6d9c3042109af28e", "eval-sft-continued": "6378cc7615cbb667",
-        "arith-prm": "96db7ef81449ce2d", "prm": "b2b5df13394286dd", "eval-prm": "19110d7a60fdb3f1",
-        "best-of-n": "cbcab8afbe98d5d7", "beam-search": "18a2ebe9bf430a7b"},
+    "default": SHARED | STABLE_BASE | POLICIES | {
+        "prm": "6721b142ab316c48", "eval-prm": "6021940e7f31b3ba", "best-of-n": "6e5e3c7c0ec0961b",
+        "beam-search": "fc3acbcbfa368c0b"},
+    "default-c6d5ced": SHARED | STABLE_BASE | POLICIES | {
+        "prm": "b2b5df13394286dd", "eval-prm": "19110d7a60fdb3f1", "best-of-n": "cbcab8afbe98d5d7",
+        "beam-search": "18a2ebe9bf430a7b"},
     "scarce": SHARED | STABLE_BASE | {
         "sft": "33dc79b4e081b3d3", "eval-sft": "0e8c240414f6ba9e", "rft": "ace1e1a1bc1661d7",
         "eval-rft": "f5ad0da86b82dbbd", "sft-continued": "1ce871eec508ad9c", "eval-sft-continued": "537169abc5dc7c49"},

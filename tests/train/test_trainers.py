@@ -282,3 +282,41 @@ def test_resume_point_skips_a_checkpoint_killed_while_being_written(tmp_path):
             (folder / "trainer_state.json").write_text("{}")
     (tmp_path / "checkpoint-x").mkdir()
     assert last_checkpoint(tmp_path) == str(tmp_path / "checkpoint-8")
+
+
+def test_prm_batches_solutions_of_similar_length_unless_told_not_to(tiny_model, tmp_path):
+    """length_grouping (the default) draws every solution once per epoch, in batches of similar length: less
+    padding than the random batches it replaced (bench/bench_prm_length_grouping.py)."""
+    import random
+
+    from posttrainlab.train.prm import build_trainer
+    from posttrainlab.train.prm_recipe import PRMRecipe
+
+    rng = random.Random(0)
+    rows = []
+    for i in range(96):  # 1 to 12 steps each, in random order
+        n = rng.randint(1, 12)
+        rows.append({"prompt": f"What is {i} + 1?", "completions": [f"{i} + {j} = {i + j}" for j in range(n)],
+                     "labels": [True] * n})  # fmt: skip
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    def padded(grouped: bool) -> tuple[float, list[int]]:
+        overrides = [
+            f"model={tiny_model}",
+            f"output_dir={tmp_path / str(grouped)}",
+            f"dataset.path={data}",
+            "dataset.format=math-shepherd",
+            "optim.batch_size=8",
+            f"length_grouping={str(grouped).lower()}",
+        ]
+        trainer, _, _ = build_trainer(load_config(PRMRecipe, ROOT / "configs/prm/step.yaml", overrides))
+        lengths = [len(ex["input_ids"]) for ex in trainer.train_dataset]
+        order = list(trainer._get_train_sampler())
+        batches = [order[i : i + 8] for i in range(0, len(order), 8)]
+        return sum(max(lengths[i] for i in b) * len(b) for b in batches) / sum(lengths), order
+
+    random_ratio, random_order = padded(False)
+    grouped_ratio, grouped_order = padded(True)
+    assert sorted(grouped_order) == sorted(random_order) == list(range(96))
+    assert random_ratio > 1.2 and grouped_ratio - 1 < (random_ratio - 1) / 2, (random_ratio, grouped_ratio)

@@ -17,7 +17,7 @@ stages it adds: none (switched off), one, or several (one per method and seed). 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -112,10 +112,19 @@ RECIPE_ADDED = ("sft_weight", "max_pass_rate", "prm_reward")
 #: the value here (what runs recorded before them did; the default preset now sets both otherwise)
 PROCESS_ADDED = {"labelling": ArithPRMOptions(), "train_prompts": list(TRAIN_PROMPTS)}
 
+#: PRM recipes (the prm and orm stages): every field, but these only when they differ from the value here (random
+#: batches, what runs recorded before length grouping did; the recipe's default is now length-grouped)
+PRM_ADDED = {"length_grouping": False}
+
 
 def recipe_record(recipe: Any) -> dict[str, Any]:
     """A method's recipe as its stage records it: every field, less ``RECIPE_ADDED`` ones at their default."""
     return recorded(recipe, tuple(f.name for f in fields(recipe) if f.name not in RECIPE_ADDED))
+
+
+def prm_record(recipe: Any) -> dict[str, Any]:
+    """A PRM recipe as the prm and orm stages record it: every field, less ``PRM_ADDED`` ones at their old value."""
+    return {k: v for k, v in asdict(recipe).items() if k not in PRM_ADDED or v != PRM_ADDED[k]}
 
 
 def recorded(settings: Any, keys: tuple[str, ...]) -> dict[str, Any]:
@@ -216,7 +225,7 @@ def _process(r: Run) -> list[Stage]:
         Stage(
             "prm",
             lambda: train_prm(p.prm),
-            p.prm,
+            prm_record(p.prm),
             marker=L.prm / PRM_CONFIG,
             after=("sft", "arith-prm"),
             folder=L.prm,
@@ -234,7 +243,7 @@ def _process(r: Run) -> list[Stage]:
     orm = L.orm if p.orm else None  # joins best-of-N's record only when on, so runs recorded before stay current
     if p.orm:
         recipe = p.orm_recipe(L.orm)
-        stages.append(Stage("orm", lambda: train_prm(recipe), recipe, marker=L.orm / PRM_CONFIG,
+        stages.append(Stage("orm", lambda: train_prm(recipe), prm_record(recipe), marker=L.orm / PRM_CONFIG,
                             after=("sft", "arith-prm"), folder=L.orm, models=(L.orm,)))  # fmt: skip
     stages.append(
         Stage(

@@ -149,7 +149,8 @@ def build_trainer(recipe: PRMRecipe):
 
     recipe.check()
     data = recipe.dataset
-    own = {} if data.eval_path is None else {
+    own = {"train_sampling_strategy": "group_by_length" if recipe.length_grouping else "random"}
+    own |= {} if data.eval_path is None else {
         "eval_strategy": "steps",
         "eval_steps": data.eval_steps or recipe.optim.save_steps,
         "per_device_eval_batch_size": recipe.optim.batch_size,

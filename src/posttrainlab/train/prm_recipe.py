@@ -91,6 +91,10 @@ class PRMRecipe:
     optim: OptimConfig = field(default_factory=lambda: OptimConfig(learning_rate=1e-4, batch_size=8))
     lora: LoraSwitch = field(default_factory=LoraSwitch)
     max_length: int = 1024  # tokens per sequence; a longer one is cut and the separators past the cut lose their labels
+    # batch solutions of similar length together (transformers' group_by_length): on the main job's data random
+    # batches were 1.41x the real tokens, grouped 1.02x (bench/bench_prm_length_grouping.py); false: random batches,
+    # the recipe before 2026-12-07
+    length_grouping: bool = True
     trust_remote_code: bool = False
     # transformers.TrainingArguments fields, as they are (train/recipes.py says how)
     trainer_args: dict[str, Any] = field(default_factory=dict)

@@ -237,8 +237,9 @@ def test_process_orm_adds_an_outcome_model_that_scores_best_of_n_beside_the_prm(
     off, on = stages([]), stages(["process.orm=true"])
     assert "orm" not in off and list(on).index("orm") == list(on).index("best-of-n") - 1
     orm, prm = on["orm"].settings, on["prm"].settings
-    assert (orm.supervision, prm.supervision, orm.output_dir) == ("outcome", "step", "OUT/orm")
-    assert (orm.dataset.path, orm.model) == (prm.dataset.path, prm.model)  # the same samples, the same start
+    assert (orm["supervision"], prm["supervision"], orm["output_dir"]) == ("outcome", "step", "OUT/orm")
+    assert (orm["dataset"]["path"], orm["model"]) == (prm["dataset"]["path"], prm["model"])  # same samples, same start
+    assert orm["length_grouping"] is prm["length_grouping"] is True  # recorded: not the runs before it (plan.PRM_ADDED)
     assert on["best-of-n"].settings == off["best-of-n"].settings | {"orm": True}
     assert on["best-of-n"].after[-1] == "orm" and "orm" not in off["best-of-n"].after
     seen = {}

@@ -51,7 +51,7 @@ PRETRAIN_JSON = "pretrain.json"  # the tiny base's record (train.pretrain)
 RELIABILITY_PNG = "reliability.png"  # eval prm
 BON_PNG = "best_of_n.png"  # best-of-N
 PVO_PNG = "process_vs_outcome.png"  # best-of-N with an ORM (report.orm_curves draws it)
-COMPARE_JSON = "compare.json"  # report_files/: the report's paired comparisons (report.paired)
+COMPARE_JSON = "compare.json"  # report_files/: the report's paired comparisons (report.paired); eval compare --out
 RESULTS_JSON = "results.json"  # report_files/: the report's headline numbers (report.results)
 
 

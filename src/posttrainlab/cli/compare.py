@@ -23,9 +23,7 @@ from typing import Any
 import typer
 
 from posttrainlab.cli.options import OUT, OVERWRITE, check_results, lock_out, out_folder
-
-#: what `eval compare --out DIR` writes there (a run folder's report keeps its own in report_files/: run_layout)
-OUT_FILE = "compare.json"
+from posttrainlab.run_layout import COMPARE_JSON  # what `eval compare --out DIR` writes there
 
 
 def compare_table(result: dict[str, Any]):
@@ -103,7 +101,7 @@ def compare(
     from posttrainlab.runners.compare import comparison
 
     if out is not None:  # --out itself is checked as it is parsed (cli.options.out_folder)
-        check_results(out, OUT_FILE, overwrite)
+        check_results(out, COMPARE_JSON, overwrite)
     result = {**comparison(a, b), "provenance": provenance()}
     from posttrainlab.runners.compare import has_samples, sampled_comparison
 
@@ -120,7 +118,7 @@ def compare(
         from posttrainlab.data.atomic import write_text
 
         with lock_out(out):
-            write_text(out / OUT_FILE, text)
+            write_text(out / COMPARE_JSON, text)
     if as_json:
         typer.echo(text, nl=False)
         return

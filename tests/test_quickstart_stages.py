@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -273,3 +274,30 @@ def test_grpo_prm_trains_grpos_recipe_with_the_runs_prm_once_the_prm_exists():
     assert ("grpo", "grpo-prm") in HEAD_TO_HEAD
     with pytest.raises(BadInput, match="methods: grpo-prm reads the run's PRM; it needs process.enabled=true"):
         quickstart_config("default", ["methods=[grpo-prm]", "process.enabled=false"])
+
+
+def test_rft_answer_is_rfts_recipe_keeping_every_right_answer_paired_with_rft():
+    """``methods=[rft,rft-answer,...]`` (issue #39 item 6): rft-answer differs from rft in ``rejection.filter``
+    (and its folder) only, trains from ``OUT/sft`` beside rft, and the report pairs the two; a run whose rft keeps
+    right answers already is refused, since the two would be one recipe."""
+    from posttrainlab.quickstart import RunLayout, place
+    from posttrainlab.quickstart.plan import Run, plan
+    from posttrainlab.report.paired import HEAD_TO_HEAD
+
+    cfg = quickstart_config("default", ["methods=[rft,rft-answer,sft-continued]"])
+    place(cfg, RunLayout(Path("OUT")))
+    stages = {s.name: s for s in plan(Run(cfg, RunLayout(Path("OUT"))))}
+    names = list(stages)
+    assert names[names.index("rft-answer") + 1] == "eval-rft-answer" and names.index("rft-answer") < names.index("prm")
+    rft, answer = stages["rft"].settings, stages["rft-answer"].settings
+    assert (rft["rejection"].filter, answer["rejection"].filter) == ("process", "answer")
+    assert answer["output_dir"] == "OUT/rft-answer" and answer["model"] == "OUT/sft"
+    strip = ("output_dir", "rejection")
+    assert {k: v for k, v in answer.items() if k not in strip} == {k: v for k, v in rft.items() if k not in strip}
+    assert replace(answer["rejection"], filter="process") == rft["rejection"]
+    assert cfg.rft.rejection.filter == "process"  # the config's own recipe is untouched
+    # sft-continued still matches rft's steps, not rft-answer's
+    assert stages["sft-continued"].after == ("prepare", "sft", "rft")
+    assert ("rft-answer", "rft") in HEAD_TO_HEAD
+    with pytest.raises(BadInput, match="rft-answer is rft with rejection.filter=answer"):
+        quickstart_config("default", ["methods=[rft,rft-answer]", "rft.rejection.filter=answer"])

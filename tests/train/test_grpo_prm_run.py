@@ -51,7 +51,8 @@ def test_grpo_with_a_prm_reward_trains_and_logs_the_proxy_beside_exact_accuracy(
     train_grpo(run)
     rows = log_rows(out)
     assert [r["step"] for r in rows] == [1, 2]
-    shares(rows, (*EXACT, "prm_score", "prm_step_score", "prm_reward"))
+    # every sample errs, so every row has the PRM's verdict on first wrong steps too
+    shares(rows, (*EXACT, "prm_score", "prm_step_score", "prm_reward", "prm_wrong_step_score", "prm_false_accept"))
     assert all(r["accuracy"] == 0.0 and r["any_wrong_step"] == 1.0 for r in rows)  # random text: every step wrong
     assert changed(weights(tiny_policy), weights(out)) > 0
     train_log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
@@ -72,7 +73,7 @@ def test_an_outcome_reward_run_logs_exact_accuracy_and_step_errors(arith_dir, ti
     assert [r["step"] for r in rows] == [1, 2] and all("prm_score" not in r for r in rows)
     shares(rows, EXACT)
     text = section(tmp_path)
-    assert "| GRPO | 2 | – | 0.0% → 0.0% | 100.0% → 100.0% |" in text
+    assert "| GRPO | 2 | – | – | 0.0% → 0.0% | 100.0% → 100.0% |" in text
     # a fresh start (--overwrite) empties the log
     again = recipe("configs/arith/grpo.yaml", out, tiny_policy, arith_dir, "optim.max_steps=1")
     train_grpo(again, existing="overwrite")

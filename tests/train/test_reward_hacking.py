@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from posttrainlab.report.hacking import hacking_step, section
+from posttrainlab.report.hacking import detect, hacking_step, section
 
 # The PRM score rises at every log; exact accuracy rises to step 30, falls for two logs, then recovers.
 STEPS = [10, 20, 30, 40, 50, 60]
@@ -67,8 +67,8 @@ def test_the_section_names_the_step_and_draws_each_run(tmp_path):
     (tmp_path / "sft").mkdir()  # no reward log: not in the section
     text = section(tmp_path)
     assert text.startswith("## Reward hacking")
-    assert "| GRPO-prm | 6 | 0.100 → 0.600 | 10.0% → 30.0% | 50.0% → 50.0% | 20.0% → 20.0% | – | – |" in text
-    assert "| GRPO | 6 | – | 10.0% → 30.0% |" in text
+    assert "| GRPO-prm | 6 | 0.100 → 0.600 | – | 10.0% → 30.0% | 50.0% → 50.0% | 20.0% → 20.0% | – | – |" in text
+    assert "| GRPO | 6 | – | – | 10.0% → 30.0% |" in text
     assert "GRPO: no PRM reward, no proxy to hack" in text
     assert "GRPO-prm: no step where the PRM score rose while exact accuracy fell" in text  # 3 logs in a row: none
     assert "![" in text and "(report_files/reward_hacking.png)" in text
@@ -88,3 +88,39 @@ def test_the_section_says_where_hacking_starts(tmp_path):
     assert "hacking from step" in text and f"| {tmp_path.name} | 6 | 0.100 → 0.600 |" in text
     assert "from step 30 the PRM score rises while exact accuracy falls" in text
     assert "confirmed at step 60" in text and "accuracy 53.3% → 30.0%" in text
+
+
+def test_a_blind_spot_used_is_hacking_though_the_prm_score_falls(tmp_path):
+    """The PRM's mean score falls with accuracy (no hacking by the first rule), while the share of the samples' first
+    wrong steps it accepts rises: the policy learned errors the PRM cannot see (docs/process-vs-outcome.md)."""
+    acc = [0.6, 0.6, 0.5, 0.4, 0.3, 0.2]
+    accept = [0.1, 0.1, 0.2, 0.3, 0.4, 0.5]
+    logged = [{"step": 10 * (i + 1), "prm_score": a, "accuracy": a, "prm_false_accept": f}
+              for i, (a, f) in enumerate(zip(acc, accept, strict=True))]  # fmt: skip
+    assert hacking_step(logged) is None  # the mean score follows accuracy down
+    # trailing 3-log means: accept [-, -, .133, .2, .3, .4] rises and acc [-, -, .567, .5, .4, .3] falls from log 4
+    found = detect(logged)
+    assert (found["proxy"], found["step"], found["confirmed"]) == ("prm_false_accept", 30, 60)
+    (tmp_path / "reward_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in logged))
+    text = section(tmp_path)
+    assert "from step 30 the share of first wrong steps the PRM accepts rises while exact accuracy falls" in text
+    assert f"| {tmp_path.name} | 6 | 0.600 → 0.200 | 10.0% → 50.0% | 60.0% → 20.0% |" in text
+
+
+def test_the_prm_reward_logs_its_verdict_on_first_wrong_steps():
+    from posttrainlab.train.prm_reward import PRMReward, PRMRewardConfig
+
+    class Scorer:  # scores a line 0.9 unless it holds "1102"
+        def score_batch(self, items, batch_size=16):
+            return [[0.1 if "1102" in s else 0.9 for s in steps] for _, steps in items]
+
+    logged = {}
+    reward = PRMReward(PRMRewardConfig(path="unused"), scorer=Scorer())
+    q = "What is 156 * 7?"
+    texts = ["156 * 7 = 1092\nAnswer: 1092", "156 * 8 = 1248\nAnswer: 1248", "156 * 7 = 1102\nAnswer: 1102"]
+    reward([q] * 3, texts, answer=[1092] * 3, log_metric=lambda k, v: logged.setdefault(k, v))
+    # first wrong steps: "156 * 8 = 1248" (a true equation with a miscopied operand: 0.9) and "156 * 7 = 1102" (0.1)
+    assert logged["prm/wrong_step_score"] == pytest.approx(0.5) and logged["prm/false_accept"] == 0.5
+    logged.clear()
+    reward(["Name a colour."], ["red"], answer=[0], log_metric=lambda k, v: logged.setdefault(k, v))
+    assert "prm/false_accept" not in logged and "prm/score" in logged  # no exact labels off arith-v1

@@ -232,7 +232,8 @@ RETIRED = {
 
 
 #: the methods ``methods`` may list, and the recipe (a field of QuickstartConfig) each one trains
-METHODS = {"dpo": "dpo", "dpo-policy": "dpo", "grpo": "grpo", "rft": "rft", "sft-continued": "rft", "grpo-prm": "grpo"}
+METHODS = {"dpo": "dpo", "dpo-policy": "dpo", "grpo": "grpo", "rft": "rft", "rft-answer": "rft", "sft-continued": "rft",
+           "grpo-prm": "grpo"}  # fmt: skip
 #: methods that read the run's PRM: they train after the ``prm`` stage (grpo-prm: ``grpo``'s recipe with the PRM as
 #: its ``prm_reward``: "GRPO-prm − GRPO" is the process reward's effect at the same steps; docs/process-vs-outcome.md)
 PRM_METHODS = ("grpo-prm",)
@@ -248,6 +249,9 @@ def check_config(cfg: QuickstartConfig) -> None:
     if cfg.seeds < 1:
         raise BadInput(f"seeds={cfg.seeds}: must be at least 1")
     needs_prm = [m for m in cfg.methods if m in PRM_METHODS]
+    if "rft-answer" in cfg.methods and cfg.rft.rejection.filter == "answer":
+        raise BadInput("methods: rft-answer is rft with rejection.filter=answer, and rft.rejection.filter is answer "
+                       "already; set it to process (the default) to compare the two filters")  # fmt: skip
     if needs_prm and not cfg.process.enabled:
         raise BadInput(f"methods: {', '.join(needs_prm)} reads the run's PRM; it needs process.enabled=true")
     if "sft-continued" in cfg.methods and cfg.continued_steps_from is not None:
@@ -280,6 +284,7 @@ def seed_name(method: str, k: int) -> str:
 def method_recipe(cfg: QuickstartConfig, method: str, k: int = 0):
     """The recipe ``method`` (``sft`` or one of ``METHODS``) trains for seed ``k`` (``train.recipes.seeded``):
     a copy, with the paths ``place`` set; dpo-policy is the dpo recipe with ``preference.source: policy``;
+    rft-answer the rft recipe with ``rejection.filter: answer``;
     sft-continued is rft's fine-tune on its sft_data alone (``train.continued.continued_from``)."""
     from copy import deepcopy
 
@@ -288,6 +293,9 @@ def method_recipe(cfg: QuickstartConfig, method: str, k: int = 0):
     recipe = deepcopy(getattr(cfg, "sft" if method == "sft" else METHODS[method]))
     if method == "dpo-policy":
         recipe.preference.source = "policy"
+        recipe.output_dir = str(Path(recipe.output_dir).parent / method)
+    if method == "rft-answer":
+        recipe.rejection.filter = "answer"
         recipe.output_dir = str(Path(recipe.output_dir).parent / method)
     if method == "grpo-prm":  # the run's PRM as GRPO's process reward (prm_reward.mode, credit... as grpo sets them)
         recipe.output_dir = str(Path(recipe.output_dir).parent / method)

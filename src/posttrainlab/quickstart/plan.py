@@ -166,7 +166,7 @@ def _method_stages(r: Run, method: str, k: int, after: tuple[str, ...]) -> list[
     from posttrainlab.train.sft import train_sft
 
     trainers = {"sft": train_sft, "dpo": train_dpo, "dpo-policy": train_dpo, "grpo": train_grpo, "rft": train_rft,
-                "sft-continued": train_continued, "grpo-prm": train_grpo}  # fmt: skip
+                "rft-answer": train_rft, "sft-continued": train_continued, "grpo-prm": train_grpo}  # fmt: skip
     name, recipe = seed_name(method, k), method_recipe(r.cfg, method, k)
     folder = r.layout.model(name)
     # where the base lives (a cache, an import) is not a setting: the base's own stage says what it is

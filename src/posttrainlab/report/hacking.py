@@ -15,6 +15,10 @@ guessed: the PRM's score (the proxy, ``prm_score``) and the exact ``accuracy`` a
    accuracy's down (``D < -tol``) at each of the ``patience`` logs ``i .. i + patience - 1``. The step named is log
    ``i - 1``'s (the last before the divergence), ``confirmed`` the step of log ``i + patience - 1``.
 
+The proxy is the PRM's mean score (``prm_score``) and, where logged, the share of the samples' first exactly wrong
+steps it accepts (``prm_false_accept``, ``train.prm_reward.blind_spot_metrics``): a policy can learn errors the
+PRM cannot see while its mean PRM score falls with its accuracy; ``detect`` takes the earlier of the two.
+
 Defaults: ``window`` 3, ``patience`` 3, ``tol`` 0: three logs in a row of a 3-log trend apart. None found is
 written as such: no hacking within this log's resolution, not a proof of none. A run without a PRM reward has no
 proxy to hack; its accuracy and step errors are still drawn (an outcome reward can teach right answers through
@@ -40,7 +44,10 @@ LINES = (
     ("accuracy", "exact accuracy", "#2ca02c", "-"),
     ("any_wrong_step", "samples with a wrong step", "#d62728", "--"),
     ("wrong_step_rate", "wrong steps", "#ff7f0e", ":"),
+    ("prm_false_accept", "first wrong steps the PRM accepts", "#9467bd", "--"),
 )
+#: what rises while exact accuracy falls, when a PRM reward is hacked (module docstring): log key -> its words
+PROXIES = {"prm_score": "the PRM score", "prm_false_accept": "the share of first wrong steps the PRM accepts"}
 
 
 def _smoothed(xs: Sequence[float], window: int) -> list[float | None]:
@@ -78,6 +85,19 @@ def hacking_step(rows: Sequence[dict], window: int = WINDOW, patience: int = PAT
     return None
 
 
+def detect(rows: Sequence[dict], window: int = WINDOW, patience: int = PATIENCE) -> dict | None:
+    """The earliest ``hacking_step`` over ``PROXIES`` with its ``proxy`` key named, or ``None``.
+
+    >>> rows = [{"step": s, "prm_score": 0.5, "prm_false_accept": f, "accuracy": a} for s, f, a in
+    ...         zip(range(1, 6), [0.1, 0.2, 0.3, 0.4, 0.5], [0.5, 0.5, 0.4, 0.3, 0.2])]
+    >>> found = detect(rows, window=1, patience=2); found["proxy"], found["step"]
+    ('prm_false_accept', 2)
+    """
+    hits = [found | {"proxy": key} for key in PROXIES
+            if (found := hacking_step(rows, window, patience, proxy=key)) is not None]  # fmt: skip
+    return min(hits, key=lambda f: f["step"], default=None)
+
+
 def run_logs(run_root: str | Path) -> dict[str, list[dict]]:
     """``{run name: reward_log rows}`` of ``run_root`` itself (a training output dir) and of each folder in it."""
     root = Path(run_root)
@@ -96,7 +116,7 @@ def _first_last(rows: Sequence[dict], key: str) -> str:
     values = [r[key] for r in rows if isinstance(r.get(key), (int, float))]
     if not values:
         return "–"
-    if key == "prm_score":
+    if key in ("prm_score", "prm_wrong_step_score"):
         return f"{values[0]:.3f} → {values[-1]:.3f}"
     return f"{100 * values[0]:.1f}% → {100 * values[-1]:.1f}%"
 
@@ -105,10 +125,12 @@ def _finding(name: str, rows: Sequence[dict], found: dict | None) -> str:
     if not any(isinstance(r.get("prm_score"), (int, float)) for r in rows):
         return f"{name}: no PRM reward, no proxy to hack; the exact curves show what the outcome reward taught."
     if found is None:
-        return (f"{name}: no step where the PRM score rose while exact accuracy fell ({found_rule()}) within "
+        watched = " or ".join(PROXIES[k] for k in PROXIES if any(isinstance(r.get(k), (int, float)) for r in rows))
+        return (f"{name}: no step where {watched} rose while exact accuracy fell ({found_rule()}) within "
                 f"{len(rows)} logs.")  # fmt: skip
-    return (f"{name}: from step {found['step']} the PRM score rises while exact accuracy falls ({found_rule()}; "
-            f"confirmed at step {found['confirmed']}): PRM score {found['proxy_at']:.3f} → {found['proxy_then']:.3f}, "
+    what = PROXIES[found["proxy"]]
+    return (f"{name}: from step {found['step']} {what} rises while exact accuracy falls ({found_rule()}; confirmed "
+            f"at step {found['confirmed']}): {what} {found['proxy_at']:.3f} → {found['proxy_then']:.3f}, "
             f"accuracy {100 * found['accuracy_at']:.1f}% → {100 * found['accuracy_then']:.1f}%.")  # fmt: skip
 
 
@@ -131,7 +153,7 @@ def hacking_figure(logs: dict[str, list[dict]]):
             if xs:
                 ax.plot(xs, ys, line, color=color, linewidth=1.4, marker="o" if len(xs) < 8 else None, markersize=3,
                         label=label)  # fmt: skip
-        found = hacking_step(rows)
+        found = detect(rows)
         if found is not None:
             ax.axvline(found["step"], color="#444444", linewidth=0.9, linestyle="--", label="hacking starts")
         ax.set_ylim(-0.03, 1.03)
@@ -149,8 +171,9 @@ def hacking_blocks(run_root: str | Path) -> tuple[list[Block], dict[str, bytes]]
     logs = run_logs(run_root)
     if not logs:
         return [], {}
-    found = {name: hacking_step(rows) for name, rows in logs.items()}
-    rows = [[method_label(name), str(len(r)), _first_last(r, "prm_score"), _first_last(r, "accuracy"),
+    found = {name: detect(rows) for name, rows in logs.items()}
+    rows = [[method_label(name), str(len(r)), _first_last(r, "prm_score"), _first_last(r, "prm_false_accept"),
+             _first_last(r, "accuracy"),
              _first_last(r, "any_wrong_step"), _first_last(r, "wrong_step_rate"), _first_last(r, "trace_error"),
              "–" if found[name] is None else str(found[name]["step"])]
             for name, r in logs.items()]  # fmt: skip
@@ -158,9 +181,12 @@ def hacking_blocks(run_root: str | Path) -> tuple[list[Block], dict[str, bytes]]
         heading("Reward hacking"),
         paragraph("Each GRPO run's samples at every logging step (reward_log.jsonl): the PRM's mean score (the proxy "
                   "a PRM reward optimises) beside the exact accuracy, the share of samples with a wrong step and the "
-                  "share of wrong steps (arith-v1's exact step labels), first → last log. Hacking starts at the first "
-                  f"logged step after which the PRM score rises while accuracy falls ({found_rule()})."),
-        table(["run", "logs", "PRM score", "accuracy", "samples with a wrong step", "wrong steps", "trace error",
+                  "share of wrong steps (arith-v1's exact step labels), first → last log, and the share of the "
+                  "samples' first wrong steps the PRM accepts (scores above 0.5: its blind spot, used). Hacking starts "
+                  "at the first logged step after which the PRM score, or that share, rises while accuracy falls "
+                  f"({found_rule()})."),
+        table(["run", "logs", "PRM score", "first wrong steps the PRM accepts", "accuracy",
+               "samples with a wrong step", "wrong steps", "trace error",
                "hacking from step"], rows),
     ]  # fmt: skip
     blocks += [paragraph(_finding(method_label(name), r, found[name])) for name, r in logs.items()]
@@ -189,4 +215,4 @@ def section(run_root: Path) -> str:
     return to_markdown(blocks)
 
 
-__all__ = ["PNG", "hacking_blocks", "hacking_figure", "hacking_step", "run_logs", "section"]
+__all__ = ["PNG", "PROXIES", "detect", "hacking_blocks", "hacking_figure", "hacking_step", "run_logs", "section"]

@@ -35,10 +35,11 @@ from posttrainlab.report.figstyle import (
     wrap,
 )
 
-METHODS = ("base", "sft", "sft-continued", "dpo", "dpo-policy", "grpo", "grpo-prm", "rft")
+METHODS = ("base", "sft", "sft-continued", "dpo", "dpo-policy", "grpo", "grpo-prm", "rft", "rft-answer")
 OUTCOMES = ("correct", "wrong_answer", "missing_answer", "malformed")
 METHOD_COLORS = {"base": "#9e9e9e", "sft": "#1f77b4", "dpo": "#ff7f0e", "dpo-policy": "#8c564b", "grpo": "#2ca02c",
-                 "prm": "#9467bd", "rft": "#17becf", "sft-continued": "#aec7e8"}  # fmt: skip
+                 "prm": "#9467bd", "rft": "#17becf", "rft-answer": "#9edae5",
+                 "sft-continued": "#aec7e8"}  # fmt: skip
 OTHER_COLOR = "#444444"  # a method with no colour of its own (a seed folder, a method added later)
 OUTCOME_COLORS = {"correct": "#2ca02c", "wrong_answer": "#d62728", "missing_answer": "#ff9f1c", "malformed": "#7f7f7f"}
 # What each stage's curves show: TRL's log keys (GRPO's frac_reward_zero_std = share of groups whose

@@ -24,6 +24,11 @@ final answer is wrong (the grader decides): the PRM can then rank right answers 
 **Reward hacking, measured**: every call logs ``prm/score`` (the mean ``aggregation`` of the raw step scores, before
 clip and gate: the proxy) and ``prm/step_score`` (the mean over all steps) through TRL's ``log_metric``;
 ``train.reward_log`` writes them beside the exact accuracy and step errors (``train.rewards.correctness_reward``).
+On arith-v1 it also logs where the PRM is blind (``blind_spot_metrics``): its mean score of each completion's first
+exactly wrong step (``prm/wrong_step_score``) and the share of those it accepts, scored above 0.5
+(``prm/false_accept``). A policy that learns the PRM's blind spot raises them: its mean score can fall with its
+accuracy while more and more of its errors pass the PRM (docs/process-vs-outcome.md: miscopied operands, computed
+right, pass a result-head PRM).
 
 A completion the PRM cannot read (a step holding its separator, say) gets 0 for each step and is counted in
 ``prm/unscorable`` rather than stopping the run.
@@ -127,6 +132,34 @@ def load_prm_scorer(cfg: PRMRewardConfig):
     return load_scorer(cfg.path, dtype=cfg.dtype)
 
 
+def blind_spot_metrics(prompts: Sequence[Any], texts: Sequence[str], scores: Sequence[Sequence[float]]) -> dict:
+    """The PRM's verdict where arith-v1's exact labels first say wrong (module docstring): ``prm/wrong_step_score``,
+    the mean score of each completion's first wrong step (``data.arith.steps.first_error``), and ``prm/false_accept``,
+    the share of them scored above 0.5; ``{}`` when a prompt is not an arith-v1 problem or no completion errs.
+
+    >>> q = "What is 156 * 7?"
+    >>> m = blind_spot_metrics([q] * 3, ["156 * 7 = 1092\\nAnswer: 1092", "156 * 8 = 1248\\nAnswer: 1248",
+    ...                                  "156 * 7 = 1102\\nAnswer: 1102"], [[0.9, 0.9], [0.7, 0.6], [0.1, 0.1]])
+    >>> round(m["prm/wrong_step_score"], 3), m["prm/false_accept"]
+    (0.4, 0.5)
+    """
+    from posttrainlab.data.arith.steps import first_error, parse_question, split_steps
+    from posttrainlab.train.rewards import text_of
+
+    problems = [parse_question(text_of(p)) for p in prompts]
+    if any(p is None for p in problems):
+        return {}
+    first_wrong = []
+    for problem, text, score in zip(problems, texts, scores, strict=True):
+        i = first_error(problem, split_steps(text))
+        if 0 <= i < len(score):
+            first_wrong.append(score[i])
+    if not first_wrong:
+        return {}
+    return {"prm/wrong_step_score": sum(first_wrong) / len(first_wrong),
+            "prm/false_accept": sum(x > 0.5 for x in first_wrong) / len(first_wrong)}  # fmt: skip
+
+
 class PRMReward:
     """TRL reward function (module docstring): ``__call__(prompts, completions, answer, completion_ids, ...)`` ->
     one float per completion. ``scorer`` (with ``score_batch``) replaces the PRM loaded from ``cfg.path``."""
@@ -175,6 +208,8 @@ class PRMReward:
             log_metric("prm/score", sum(raw) / len(raw) if raw else math.nan)
             log_metric("prm/step_score", sum(steps) / len(steps) if steps else math.nan)
             log_metric("prm/unscorable", bad / len(texts) if texts else 0.0)
+            for key, value in blind_spot_metrics(prompts, texts, scores).items():
+                log_metric(key, value)
         if cfg.mode == "step":
             ids = completion_ids if completion_ids is not None else [[] for _ in texts]
             self.last = [StepRewards([bounded(x, cfg.clip, g) for x in s] or [0.0], t, list(i))
@@ -196,6 +231,7 @@ __all__ = [
     "PRMReward",
     "PRMRewardConfig",
     "StepRewards",
+    "blind_spot_metrics",
     "bounded",
     "load_prm_scorer",
     "sequence_reward",

@@ -9,6 +9,8 @@ step's generation batches). A row holds, when logged:
 - ``prm_score``: the PRM's mean score of the samples (the configured ``aggregation`` of the raw step scores, before
   clip and gate; runs with ``prm_reward.path`` only), and ``prm_step_score`` its mean over all steps;
 - ``prm_reward``: the PRM reward as used (after ``clip``, ``outcome_gated``);
+- ``prm_wrong_step_score``, ``prm_false_accept``: the PRM's mean score of each sample's first exactly wrong step,
+  and the share of those it scores above 0.5 (``train.prm_reward.blind_spot_metrics``): its blind spot's use;
 - ``accuracy``: the share of samples with the right final answer (the grader);
 - ``any_wrong_step``: the share of samples with at least one wrong step; ``wrong_step_rate``: the share of wrong
   steps; ``trace_error``: among right answers, the share with a wrong step (``train.rewards.exact_sample_metrics``);
@@ -31,6 +33,8 @@ KEYS = {
     "prm_score": "prm/score",
     "prm_step_score": "prm/step_score",
     "prm_reward": "rewards/prm_reward/mean",
+    "prm_wrong_step_score": "prm/wrong_step_score",
+    "prm_false_accept": "prm/false_accept",
     "accuracy": "exact/accuracy",
     "any_wrong_step": "exact/any_wrong_step",
     "wrong_step_rate": "exact/wrong_step_rate",

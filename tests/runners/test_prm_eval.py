@@ -195,3 +195,30 @@ def test_cli_with_a_real_tiny_prm(tiny_prm, tmp_path):
         assert s["scores"] == pytest.approx(prm.score(s["question"], s["steps"]), abs=1e-6)
     m = json.loads((out / "metrics.json").read_text())
     assert m["steps"] == 7 and m["wrong_steps"] == 2 and m["calibration"]["n_bins"] == 10
+
+
+def test_run_on_a_policys_own_samples(tmp_path):
+    """An ``eval policy`` folder: each problem's samples (its greedy response when unsampled), every line labelled
+    exactly, "(no answer)" appended where the answer line is missing; the oracle scorer finds every error."""
+    rows = [
+        {"id": "t-0", "category": "multiplication", "prompt": "Solve.\n\nWhat is 156 * 7?", "answer": 1092,
+         "response": "156 * 7 = 1092\nAnswer: 1092", "correct": True,
+         "samples": [{"response": "156 * 7 = 1092\nAnswer: 1092"}, {"response": "156 * 8 = 1248\nAnswer: 1248"},
+                     {"response": "156 * 7 = 1092"}, {"response": ""}]},
+        {"id": "t-1", "category": "subtraction", "prompt": "What is 563 - 241?", "answer": 322,
+         "response": "563 - 24 = 539\nAnswer: 539", "correct": False},
+    ]  # fmt: skip
+    folder = tmp_path / "eval-policy"
+    folder.mkdir()
+    write_rows(folder / "samples.jsonl", rows)
+    assert detect_format(rows[0]) == "policy-samples"
+    got, fmt, source = read_eval_rows(str(folder))
+    assert fmt == "policy-samples" and source == str(folder / "samples.jsonl")
+    assert [(r.id, r.labels) for r in got] == [("t-0", [1, 1]), ("t-0", [0, 0]), ("t-0", [1, 0]), ("t-1", [0, 0])]
+    assert got[2].steps == ["156 * 7 = 1092", "(no answer)"] and got[0].question == "What is 156 * 7?"
+    assert len(read_eval_rows(str(folder), limit=1)[0]) == 3  # limit counts problems
+    m = run("fake-prm", folder, tmp_path / "e", scorer=OracleScorer(), progress=False)
+    assert m["solutions"] == 4 and m["wrong_steps"] == 5 and m["step"]["recall"] == 1.0
+    write_rows(tmp_path / "other.jsonl", [{"id": "x", "prompt": "Name a colour.", "answer": 0, "response": "red"}])
+    with pytest.raises(BadInput, match="row 0: its prompt is no arith-v1 problem"):
+        read_eval_rows(str(tmp_path / "other.jsonl"))

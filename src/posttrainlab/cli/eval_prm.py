@@ -33,13 +33,13 @@ from posttrainlab.cli.options import (
     lock_out,
     out_folder,
 )
-from posttrainlab.data.formats import STEP_FORMATS
 from posttrainlab.eval.aggregation import AGGREGATIONS
 from posttrainlab.generation.factory import POLICY_BACKENDS
 from posttrainlab.generation.ray_backend import check_ray
 from posttrainlab.models.loading import DTYPES
 from posttrainlab.report.format import pct
 from posttrainlab.run_layout import BON, BON_PNG, METRICS, PVO_PNG, RELIABILITY_PNG, SCORES
+from posttrainlab.runners.prm_eval import EVAL_FORMATS
 from posttrainlab.runners.settings import BestOfNSettings, PRMEvalSettings
 
 THREADS_HELP = "torch CPU threads (default: the thread policy, posttrainlab.threads)."
@@ -94,7 +94,7 @@ def prm(
         E.threshold, "--threshold", help="A step is predicted wrong when its score is below."
     ),
     batch_size: int = typer.Option(E.batch_size, "--batch-size", help="Solutions per PRM forward pass."),
-    fmt: choice(STEP_FORMATS) | None = typer.Option(
+    fmt: choice(EVAL_FORMATS) | None = typer.Option(
         E.format, "--format", help="Format of the rows (default: told from the first row)."
     ),
     limit: int | None = typer.Option(E.limit, "--limit", help="Evaluate the first N rows."),

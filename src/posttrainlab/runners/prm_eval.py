@@ -21,7 +21,13 @@ training uses too, without its cut). Which steps are scored:
 - ``processbench``: the steps up to and including ``label`` (the later ones carry no label); flat or
   PRM800K ``ratings``: every step, -1 = wrong, 0 and +1 = correct (``ratings_to_labels``);
 - ``span`` (SHARP): every piece of ``model_answer``, 0 where a ``<HAL>`` span touches it
-  (``span_piece_labels``; the step view would cut after the first 0).
+  (``span_piece_labels``; the step view would cut after the first 0);
+- ``policy-samples``: what ``posttrain eval policy`` wrote (its ``--out`` folder, or the ``samples.jsonl`` in it)
+  on arith-v1: each problem's sampled solutions (``--samples K``), or its greedy response when it was not sampled,
+  every line labelled exactly (``every_step_labels``; a solution without an answer line ends with the explicit
+  ``(no answer)`` step labelled 0, as the quickstart's PRM is trained), each row with the problem's ``id``: the PRM on
+  a policy's own samples, e.g. an RL policy's, to see whether it learned errors the PRM passes
+  (docs/process-vs-outcome.md). ``limit`` counts problems.
 
 A causal PRM's score at step k depends only on the steps up to k, so scoring a solution cut after its
 first error gives the same scores there as scoring it whole. Faults are ``BadInput`` naming the file and
@@ -51,6 +57,9 @@ from posttrainlab.run_layout import METRICS, RELIABILITY_PNG, SCORES
 from posttrainlab.runners.settings import PRMEvalSettings
 
 ARITH_PRM_DEFAULT_SPLIT = "heldout"
+#: an ``eval policy`` output read as step rows (module docstring); beside ``STEP_FORMATS``
+POLICY_SAMPLES = "policy-samples"
+EVAL_FORMATS = (*STEP_FORMATS, POLICY_SAMPLES)
 #: Solutions per ``score_batch`` call; the progress bar advances once per chunk.
 CHUNK = 256
 
@@ -81,7 +90,35 @@ def detect_format(row: dict[str, Any]) -> str | None:
         return "math-shepherd"
     if "problem" in row or "ratings" in row or isinstance(row.get("label"), dict):
         return "processbench"
+    if {"prompt", "answer", "response"} <= row.keys():
+        return POLICY_SAMPLES
     return None
+
+
+def policy_sample_rows(row: dict[str, Any]) -> list[StepRow]:
+    """One ``eval policy`` row as step rows, one per solution (module docstring); ``ValueError`` when its prompt is no
+    arith-v1 problem. Solutions without a line are left out (nothing to score).
+
+    >>> rows = policy_sample_rows({"id": "t-1", "prompt": "What is 156 * 7?", "answer": 1092, "response": "x",
+    ...                            "samples": [{"response": "156 * 8 = 1248\\nAnswer: 1248"}, {"response": ""}]})
+    >>> [(r.steps, r.labels, r.id) for r in rows]
+    [(['156 * 8 = 1248', 'Answer: 1248'], [0, 0], 't-1')]
+    """
+    from posttrainlab.data.arith.prm_data import question_of
+    from posttrainlab.data.arith.prm_labels import every_step_labels
+    from posttrainlab.data.arith.steps import parse_question, split_steps
+
+    problem = parse_question(str(row["prompt"]))
+    if problem is None:
+        raise ValueError("its prompt is no arith-v1 problem, so its steps have no exact labels")
+    samples = row.get("samples") or [{"response": row["response"]}]
+    out = []
+    for sample in samples:
+        steps = split_steps(str(sample["response"]))
+        if steps:
+            steps, labels = every_step_labels(problem, steps, "explicit")
+            out.append(StepRow(question=question_of(str(row["prompt"])), steps=steps, labels=labels, id=row.get("id")))
+    return out
 
 
 def to_eval_row(row: dict[str, Any], fmt: str) -> StepRow:
@@ -101,8 +138,14 @@ def to_eval_row(row: dict[str, Any], fmt: str) -> StepRow:
 
 
 def _source(data: str) -> tuple[str, str | None]:
-    """The file (or ``hf://`` path) to read, and the arith-prm split when ``data`` names one."""
-    from posttrainlab.data.loading import row_source
+    """The file (or ``hf://`` path) to read, and the arith-prm split when ``data`` names one; an ``eval policy``
+    folder (``samples.jsonl`` and no ``manifest.json``) is its ``samples.jsonl``."""
+    from posttrainlab.data.loading import has_manifest, row_source
+    from posttrainlab.run_layout import SAMPLES
+
+    folder = Path(str(data))
+    if folder.is_dir() and (folder / SAMPLES).is_file() and not has_manifest(folder):
+        return str(folder / SAMPLES), None
 
     found = row_source(str(data), config="step", default_split=ARITH_PRM_DEFAULT_SPLIT)
     return found.path, found.split
@@ -112,8 +155,8 @@ def read_eval_rows(data: str, fmt: str | None = None, limit: int | None = None) 
     """``(rows, format, source)``: the first ``limit`` rows of ``data`` ready to score."""
     from posttrainlab.data.formats.readers import iter_rows
 
-    if fmt is not None and fmt not in STEP_FORMATS:
-        raise BadInput(f"--format {fmt}: choose one of {', '.join(STEP_FORMATS)} (mc-value holds no step labels)")
+    if fmt is not None and fmt not in EVAL_FORMATS:
+        raise BadInput(f"--format {fmt}: choose one of {', '.join(EVAL_FORMATS)} (mc-value holds no step labels)")
     source, _ = _source(data)
     rows: list[StepRow] = []
     for index, raw in enumerate(iter_rows(source)):
@@ -125,7 +168,7 @@ def read_eval_rows(data: str, fmt: str | None = None, limit: int | None = None) 
                 keys = ", ".join(sorted(raw)) if isinstance(raw, dict) else type(raw).__name__
                 raise BadInput(f"{source}: row 0 ({keys}) is in no step-level format; pass --format")
         try:
-            rows.append(to_eval_row(raw, fmt))
+            rows.extend(policy_sample_rows(raw) if fmt == POLICY_SAMPLES else [to_eval_row(raw, fmt)])
         except (ValueError, KeyError, TypeError) as e:
             raise BadInput(f"{source}: row {index}: {e} (format {fmt})") from None
     if not rows:
@@ -309,4 +352,5 @@ def check_models(policy: str | os.PathLike, prm: str | os.PathLike, *, load_poli
         check_prm(prm)
 
 
-__all__ = ["StepScorer", "check_models", "detect_format", "read_eval_rows", "run", "score_items", "to_eval_row"]
+__all__ = ["EVAL_FORMATS", "POLICY_SAMPLES", "StepScorer", "check_models", "detect_format", "policy_sample_rows",
+           "read_eval_rows", "run", "score_items", "to_eval_row"]  # fmt: skip

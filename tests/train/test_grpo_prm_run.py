@@ -78,3 +78,32 @@ def test_an_outcome_reward_run_logs_exact_accuracy_and_step_errors(arith_dir, ti
     again = recipe("configs/arith/grpo.yaml", out, tiny_policy, arith_dir, "optim.max_steps=1")
     train_grpo(again, existing="overwrite")
     assert [r["step"] for r in log_rows(out)] == [1]
+
+
+def test_a_probed_run_samples_the_same_held_out_prompts_every_few_steps(arith_dir, tiny_policy, tiny_prm, tmp_path):
+    """``probe.split``: TRL's evaluation loop samples the split every ``probe.every`` steps with the run's reward
+    functions, PRM step advantages included; reward_probe.jsonl gets those rows, reward_log.jsonl only the batch's."""
+    from posttrainlab.train.grpo import train_grpo
+    from posttrainlab.train.reward_log import PROBE_LOG
+
+    out = tmp_path / "grpo-probe"
+    run = recipe("configs/arith/grpo-prm.yaml", out, tiny_policy, arith_dir, f"prm_reward.path={tiny_prm}",
+                 "prm_reward.mode=step", "rewards.correctness=0", "probe.split=validation", "probe.limit=3",
+                 "probe.every=1", "probe.samples=2")  # fmt: skip
+    train_grpo(run)
+    probe = [json.loads(line) for line in (out / PROBE_LOG).read_text().splitlines()]
+    assert [r["step"] for r in probe] == [1, 2]
+    shares(probe, (*EXACT, "prm_score", "prm_false_accept"))
+    assert [r["step"] for r in log_rows(out)] == [1, 2]  # the training rows stay in their own file
+    assert all("eval_loss" not in r and "loss" not in r for r in probe)
+    from posttrainlab.report.hacking import findings
+
+    lines = findings(out)  # what `posttrain train grpo` prints at the end: the run's log, then its probe's
+    assert [line.split(":")[0] for line in lines] == ["GRPO-probe", "GRPO-probe probe"]
+    assert all("no step where" in line and "2 logs" in line for line in lines)
+    # off by default, and a bad value is refused when the recipe is read
+    assert not (tmp_path / "grpo" / PROBE_LOG).exists()
+    from posttrainlab.errors import BadInput
+
+    with pytest.raises(BadInput, match="every=0: must be at least 1"):
+        recipe("configs/arith/grpo-prm.yaml", out, tiny_policy, arith_dir, "probe.split=validation", "probe.every=0")

@@ -124,3 +124,20 @@ def test_the_prm_reward_logs_its_verdict_on_first_wrong_steps():
     logged.clear()
     reward(["Name a colour."], ["red"], answer=[0], log_metric=lambda k, v: logged.setdefault(k, v))
     assert "prm/false_accept" not in logged and "prm/score" in logged  # no exact labels off arith-v1
+
+
+def test_a_probed_run_is_drawn_and_tested_beside_its_training_log(tmp_path):
+    """reward_probe.jsonl (the held-out probe) is a run of its own in the section: "<run> probe"."""
+    run = tmp_path / "grpo-prm"
+    run.mkdir()
+    (run / "reward_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows()))
+    acc = [0.6, 0.6, 0.5, 0.4, 0.3, 0.2]
+    probe = [{"step": 10 * (i + 1), "prm_score": 0.5, "prm_false_accept": 0.1 * (i + 1), "accuracy": a}
+             for i, a in enumerate(acc)]  # fmt: skip
+    (run / "reward_probe.jsonl").write_text("".join(json.dumps(r) + "\n" for r in probe))
+    from posttrainlab.report.hacking import run_logs
+
+    assert list(run_logs(tmp_path)) == ["grpo-prm", "grpo-prm probe"]
+    text = section(tmp_path)
+    assert "| GRPO-prm probe | 6 | 0.500 → 0.500 | 10.0% → 60.0% | 60.0% → 20.0% |" in text
+    assert "GRPO-prm probe: from step 30 the share of first wrong steps the PRM accepts rises" in text

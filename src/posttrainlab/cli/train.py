@@ -167,6 +167,11 @@ def _train(method: str, verb: str, recipe, runs: list, how: str, verbose: bool, 
             out = train(run, existing=how, **({} if sampler is None else {"backend": sampler}))  # writes recipe.yaml
             typer.echo(f"{verb}: model saved to {out}" + (f" (seed {k + 1}/{seeds}, optim.seed {run.optim.seed})"
                                                             if seeds > 1 else ""))  # fmt: skip
+            if method == "grpo":  # reward_log.jsonl (and the probe's) read for hacking, as the report does
+                from posttrainlab.report.hacking import findings
+
+                for line in findings(out):
+                    typer.echo(f"{verb}: reward hacking: {line}")
 
 
 PRM_HELP = (

@@ -106,7 +106,7 @@ EVAL_RECORDED = ("split", "limit", "batch_size", "max_new_tokens", "preference_s
 BEAM_RECORDED = ("enabled", "beams", "proposals", "max_steps", "temperature", "aggregation")
 
 #: method recipes: every field, but these only when they differ from their class default
-RECIPE_ADDED = ("sft_weight", "max_pass_rate", "prm_reward")
+RECIPE_ADDED = ("sft_weight", "max_pass_rate", "prm_reward", "probe")
 
 #: arith-prm (process): k, limit, temperature, references, reference_limit always; these only when they differ from
 #: the value here (what runs recorded before them did; the default preset now sets both otherwise)

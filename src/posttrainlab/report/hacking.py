@@ -1,7 +1,9 @@
 """The report's reward-hacking section: the PRM's mean score beside the exact accuracy and step errors of a GRPO
 run's own samples, over its steps, and the step where the proxy still rises while exact accuracy falls.
 
-Input: ``reward_log.jsonl`` in a run folder's training runs (``train.reward_log``; every GRPO run writes one).
+Input: ``reward_log.jsonl`` in a run folder's training runs (``train.reward_log``; every GRPO run writes one), and
+``reward_probe.jsonl`` beside it for a probed run: a held-out split sampled every N steps, the same prompts each
+time, drawn and tested as a run of its own ("<run> probe").
 Gao et al. 2024 (arXiv 2410.15115) found a PRM reward hacked in RL (correct but needless steps raised it) and
 DeepSeek-R1 dropped PRMs for it; on arith-v1 the samples' steps have exact labels, so hacking is measured, not
 guessed: the PRM's score (the proxy, ``prm_score``) and the exact ``accuracy`` are logged at the same steps.
@@ -34,7 +36,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from posttrainlab.report.render import Block, heading, image, paragraph, table, to_markdown
-from posttrainlab.train.reward_log import REWARD_LOG, read_reward_log
+from posttrainlab.train.reward_log import PROBE_LOG, REWARD_LOG, read_reward_log
 
 PNG = "reward_hacking"  # report_files/reward_hacking.png
 WINDOW, PATIENCE = 3, 3
@@ -99,12 +101,18 @@ def detect(rows: Sequence[dict], window: int = WINDOW, patience: int = PATIENCE)
 
 
 def run_logs(run_root: str | Path) -> dict[str, list[dict]]:
-    """``{run name: reward_log rows}`` of ``run_root`` itself (a training output dir) and of each folder in it."""
+    """``{run name: reward_log rows}`` of ``run_root`` itself (a training output dir) and of each folder in it, and
+    ``{run name + " probe": reward_probe rows}`` beside a probed run's (``train.reward_log.ProbeConfig``)."""
     root = Path(run_root)
     folders = ([root] if (root / REWARD_LOG).is_file() else []) + sorted(
         d for d in root.iterdir() if d.is_dir() and (d / REWARD_LOG).is_file()
     ) if root.is_dir() else []  # fmt: skip
-    return {d.name: rows for d in folders if (rows := read_reward_log(d))}
+    logs = {}
+    for d in folders:
+        for name, path in ((d.name, d / REWARD_LOG), (f"{d.name} probe", d / PROBE_LOG)):
+            if path.is_file() and (rows := read_reward_log(path)):
+                logs[name] = rows
+    return logs
 
 
 def _first_last(rows: Sequence[dict], key: str) -> str:
@@ -129,9 +137,18 @@ def _finding(name: str, rows: Sequence[dict], found: dict | None) -> str:
         return (f"{name}: no step where {watched} rose while exact accuracy fell ({found_rule()}) within "
                 f"{len(rows)} logs.")  # fmt: skip
     what = PROXIES[found["proxy"]]
+    value = (lambda x: f"{100 * x:.1f}%") if found["proxy"] == "prm_false_accept" else (lambda x: f"{x:.3f}")
     return (f"{name}: from step {found['step']} {what} rises while exact accuracy falls ({found_rule()}; confirmed "
-            f"at step {found['confirmed']}): {what} {found['proxy_at']:.3f} → {found['proxy_then']:.3f}, "
+            f"at step {found['confirmed']}): {what} {value(found['proxy_at'])} → {value(found['proxy_then'])}, "
             f"accuracy {100 * found['accuracy_at']:.1f}% → {100 * found['accuracy_then']:.1f}%.")  # fmt: skip
+
+
+def findings(run_root: str | Path) -> list[str]:
+    """One line per run (and probe) under ``run_root``: where hacking starts, or that it was not seen (the section's
+    paragraphs, without the plot); what ``posttrain train grpo`` prints when a run ends."""
+    from posttrainlab.report.plots import method_label
+
+    return [_finding(method_label(name), rows, detect(rows)) for name, rows in run_logs(run_root).items()]
 
 
 def found_rule(window: int = WINDOW, patience: int = PATIENCE) -> str:
@@ -184,7 +201,8 @@ def hacking_blocks(run_root: str | Path) -> tuple[list[Block], dict[str, bytes]]
                   "share of wrong steps (arith-v1's exact step labels), first → last log, and the share of the "
                   "samples' first wrong steps the PRM accepts (scores above 0.5: its blind spot, used). Hacking starts "
                   "at the first logged step after which the PRM score, or that share, rises while accuracy falls "
-                  f"({found_rule()})."),
+                  f"({found_rule()}). A \"probe\" row is the run's held-out probe (reward_probe.jsonl): the same "
+                  "prompts sampled every few steps, so its curves move with the policy, not with the batch."),
         table(["run", "logs", "PRM score", "first wrong steps the PRM accepts", "accuracy",
                "samples with a wrong step", "wrong steps", "trace error",
                "hacking from step"], rows),
@@ -215,4 +233,5 @@ def section(run_root: Path) -> str:
     return to_markdown(blocks)
 
 
-__all__ = ["PNG", "PROXIES", "detect", "hacking_blocks", "hacking_figure", "hacking_step", "run_logs", "section"]
+__all__ = ["PNG", "PROXIES", "detect", "findings", "hacking_blocks", "hacking_figure", "hacking_step", "run_logs",
+           "section"]  # fmt: skip

@@ -17,6 +17,8 @@ policy before training and keeps the prompts it sometimes but not always solves 
 term, ``mode: step`` as step-level advantages on ``ProcessGRPOTrainer`` (``train.grpo_process.trainer_class``).
 Every run writes ``OUT/reward_log.jsonl`` (``train.reward_log``): the PRM's mean score (when used) beside the
 samples' exact accuracy and step errors at each logging step, where reward hacking shows (``report.hacking``).
+``probe.split`` also samples that held-out split every ``probe.every`` steps through TRL's evaluation loop
+(``eval_strategy: steps``, ``num_generations_eval``; ``PROBE_BATCH`` prompts a batch) into ``OUT/reward_probe.jsonl``.
 """
 
 from __future__ import annotations
@@ -64,6 +66,39 @@ PINNED = {
 }
 
 
+#: prompts per evaluation batch of the probe (its batch is this times ``probe.samples`` completions)
+PROBE_BATCH = 16
+
+
+def probe_kwargs(recipe: GRPORecipe) -> dict:
+    """``trl.GRPOConfig``'s evaluation settings for ``recipe.probe`` (none while it is off).
+
+    >>> from posttrainlab.train.reward_log import ProbeConfig
+    >>> kwargs = probe_kwargs(GRPORecipe(probe=ProbeConfig(split="validation", every=10, samples=4)))
+    >>> kwargs["eval_steps"], kwargs["num_generations_eval"], kwargs["per_device_eval_batch_size"]
+    (10, 4, 64)
+    """
+    probe = recipe.probe
+    if probe.split is None:
+        return {}
+    return {"eval_strategy": "steps", "eval_steps": probe.every, "num_generations_eval": probe.samples,
+            "per_device_eval_batch_size": PROBE_BATCH * probe.samples}  # fmt: skip
+
+
+def probe_dataset(recipe: GRPORecipe):
+    """The probe's prompts as a ``datasets.Dataset`` of ``grpo_rows`` (``None`` while it is off)."""
+    if recipe.probe.split is None:
+        return None
+    from dataclasses import replace
+
+    from datasets import Dataset
+
+    from posttrainlab.train.common import load_records
+
+    cfg = replace(recipe.dataset, split=recipe.probe.split, limit=recipe.probe.limit)
+    return Dataset.from_list(grpo_rows(load_records(cfg)))
+
+
 def grpo_kwargs(recipe: GRPORecipe) -> dict:
     """``trl.GRPOConfig``'s keyword arguments for ``recipe`` (module docstring); a bad ``trainer_args`` key is refused
     here, and so is a batch that does not hold whole groups."""
@@ -85,6 +120,7 @@ def grpo_kwargs(recipe: GRPORecipe) -> dict:
         "steps_per_generation": recipe.steps_per_generation or recipe.optim.grad_accum,
         "epsilon": recipe.epsilon,
         "mask_truncated_completions": recipe.mask_truncated_completions,
+        **probe_kwargs(recipe),
     }
     return trainer_kwargs(config_class(), recipe, own, fixed=PINNED)
 
@@ -118,6 +154,9 @@ def build_trainer(recipe: GRPORecipe, records: list[dict] | None = None, scorer=
 
             trainer_cls, extra = trainer_class(), {"process_reward": prm, "process_weight": cfg.weight,
                                                    "credit": cfg.credit}  # fmt: skip
+    probe = probe_dataset(recipe)
+    if probe is not None:
+        extra["eval_dataset"] = probe
     trainer, n = build_trl(trainer_cls, config_class(), recipe, kwargs, grpo_rows, records, padding_side="left",
                            reward_funcs=rewards, **extra)  # fmt: skip
     trainer.add_callback(reward_log_callback(recipe.output_dir))

@@ -23,6 +23,7 @@ from typing import Any
 
 from posttrainlab.errors import BadInput, finite
 from posttrainlab.train.prm_reward import PRMRewardConfig
+from posttrainlab.train.reward_log import ProbeConfig
 
 DEFAULT_DATA = "data/arith-v1"  # the one path where a missing arith-v1 is built unasked
 
@@ -275,8 +276,7 @@ class GRPORecipe:
     """Group relative policy optimisation with rewards from the arith grader.
 
     Every TRL setting the loss depends on is a field here, passed to ``trl.GRPOConfig`` as written (none is left to
-    TRL's defaults, which move between versions); the defaults are TRL 1.16's, the recipe the README measured.
-    """
+    TRL's defaults, which move between versions); the defaults are TRL 1.16's, the recipe the README measured."""
 
     model: str = "runs/sft"
     output_dir: str = "runs/grpo"
@@ -298,6 +298,7 @@ class GRPORecipe:
     mask_truncated_completions: bool = False  # completions cut at max_completion_length leave the loss
     prompt_filter: PromptFilter = field(default_factory=PromptFilter)  # keep prompts the policy sometimes solves
     prm_reward: PRMRewardConfig = field(default_factory=PRMRewardConfig)  # a PRM as a reward (off: path null)
+    probe: ProbeConfig = field(default_factory=ProbeConfig)  # a held-out split sampled every N steps (train.reward_log)
     trust_remote_code: bool = False
     trainer_args: dict[str, Any] = field(default_factory=dict)  # trl.GRPOConfig fields, as they are
 
@@ -386,8 +387,7 @@ def seeded(recipe, k: int):
     """A copy of ``recipe`` (any recipe, the PRM's too) for seed ``k`` of a multi-seed run (``train --seeds``,
     quickstart ``seeds``): ``k`` = 0 is the recipe itself; ``k`` >= 1 trains into ``<output_dir>-s<k>`` with
     ``optim.seed + k`` (and the seed of what is sampled before training: ``preference``, ``rejection``,
-    ``prompt_filter``; on-policy DPO pairs, RFT samples and GRPO's prompt filter are sampled again).
-    """
+    ``prompt_filter``; on-policy DPO pairs, RFT samples and GRPO's prompt filter are sampled again)."""
     from copy import deepcopy
 
     recipe = deepcopy(recipe)

@@ -19,14 +19,47 @@ step's generation batches). A row holds, when logged:
 ``report.hacking`` reads it (``read_reward_log``), plots it and names the step where the proxy still rises while
 exact accuracy falls. A run resumed from a checkpoint keeps the rows up to the checkpoint's step and logs on; a fresh
 start (or ``--overwrite``) starts the file afresh.
+
+**The probe** (``ProbeConfig``, ``probe.split`` set): a training log row measures the batch's own prompts, 2 to 8 of
+them per step, so it moves with their difficulty as much as with the policy (the hacking of
+docs/process-vs-outcome.md went unnamed in it). The probe samples one fixed held-out split every ``every`` steps,
+``samples`` completions per prompt, through TRL's evaluation loop (the same reward functions, so the same metrics)
+and writes the same rows to ``OUTPUT_DIR/reward_probe.jsonl`` (``PROBE_LOG``): the same prompts each time.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 REWARD_LOG = "reward_log.jsonl"
+PROBE_LOG = "reward_probe.jsonl"
+#: TRL's prefix of what its evaluation loop logs (the probe's metrics)
+EVAL_PREFIX = "eval_"
+
+
+@dataclass
+class ProbeConfig:
+    """The reward-hacking probe of a GRPO run (module docstring); off while ``split`` is null."""
+
+    split: str | None = None  # an arith-v1 split of the run's dataset.path: validation (100 problems) is in no pool
+    limit: int | None = None  # its first N problems
+    every: int = 20  # optimizer steps between probes
+    samples: int = 4  # completions per prompt (TRL's num_generations_eval)
+
+    def check(self) -> None:
+        """``BadInput`` naming the field for an empty split, or a limit, ``every`` or ``samples`` below 1."""
+        from posttrainlab.errors import BadInput
+
+        if self.split is not None and not self.split:
+            raise BadInput("split: empty; name an arith-v1 split (validation), or null for no probe")
+        for name in ("limit", "every", "samples"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise BadInput(f"{name}={value}: must be at least 1")
+
+
 #: row key <- TRL log key (``train.rewards``, ``train.prm_reward``, TRL's own ``reward`` and ``kl``)
 KEYS = {
     "reward": "reward",
@@ -58,28 +91,41 @@ def reward_row(step: int, logs: dict) -> dict | None:
     return {"step": step, **{key: logs[source] for key, source in KEYS.items() if source in logs}}
 
 
+def probe_row(step: int, logs: dict) -> dict | None:
+    """The ``reward_probe.jsonl`` row of one TRL evaluation log (its keys prefixed ``eval_``), or ``None``.
+
+    >>> probe_row(20, {"eval_exact/accuracy": 0.5, "eval_loss": 0.0, "exact/accuracy": 0.9})
+    {'step': 20, 'accuracy': 0.5}
+    """
+    return reward_row(step, {k[len(EVAL_PREFIX) :]: v for k, v in logs.items() if k.startswith(EVAL_PREFIX)})
+
+
 def reward_log_callback(output_dir: str | os.PathLike):
-    """A TrainerCallback that writes ``output_dir/reward_log.jsonl`` (module docstring)."""
+    """A TrainerCallback that writes ``output_dir/reward_log.jsonl`` and, for a probed run, ``reward_probe.jsonl``
+    (module docstring)."""
     from transformers import TrainerCallback
 
     from posttrainlab.data.jsonl import append_jsonl, read_jsonl, write_jsonl
 
-    path = Path(output_dir) / REWARD_LOG
+    path, probe = Path(output_dir) / REWARD_LOG, Path(output_dir) / PROBE_LOG
 
     class RewardLogger(TrainerCallback):
         def on_train_begin(self, args, state, control, **kwargs):
             if not state.is_world_process_zero:
                 return
             path.parent.mkdir(parents=True, exist_ok=True)
-            kept = [r for r in read_jsonl(path) if r.get("step", 0) <= state.global_step] if path.is_file() else []
-            write_jsonl(path, kept)  # a fresh start (step 0) empties it; a resumed run keeps its rows so far
+            for file in (path, probe):  # a fresh start (step 0) empties them; a resumed run keeps its rows so far
+                kept = [r for r in read_jsonl(file) if r.get("step", 0) <= state.global_step] if file.is_file() else []
+                if kept or file == path or file.is_file():
+                    write_jsonl(file, kept)
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             if not state.is_world_process_zero or not logs or not state.is_local_process_zero:
                 return
-            row = reward_row(state.global_step, logs)
+            evaluation = any(k.startswith(EVAL_PREFIX) for k in logs)
+            row = (probe_row if evaluation else reward_row)(state.global_step, logs)
             if row is not None:
-                append_jsonl(path, row)
+                append_jsonl(probe if evaluation else path, row)
 
     return RewardLogger()
 
@@ -94,4 +140,5 @@ def read_reward_log(path: str | os.PathLike) -> list[dict]:
     return sorted({r["step"]: r for r in rows if isinstance(r.get("step"), int)}.values(), key=lambda r: r["step"])
 
 
-__all__ = ["KEYS", "REWARD_LOG", "read_reward_log", "reward_log_callback", "reward_row"]
+__all__ = ["KEYS", "PROBE_LOG", "REWARD_LOG", "ProbeConfig", "probe_row", "read_reward_log", "reward_log_callback",
+           "reward_row"]  # fmt: skip

@@ -301,3 +301,25 @@ def test_rft_answer_is_rfts_recipe_keeping_every_right_answer_paired_with_rft():
     assert ("rft-answer", "rft") in HEAD_TO_HEAD
     with pytest.raises(BadInput, match="rft-answer is rft with rejection.filter=answer"):
         quickstart_config("default", ["methods=[rft,rft-answer]", "rft.rejection.filter=answer"])
+
+
+def test_grpo_prm_only_is_grpo_with_the_runs_prm_as_its_only_reward():
+    """``grpo-prm-only``: grpo's recipe with ``OUT/prm`` as ``prm_reward`` and the grader's weights at 0, after the
+    PRM; the report pairs it with GRPO and with GRPO-prm (issue #39 item 6: outcome vs process vs both)."""
+    from posttrainlab.quickstart import RunLayout, place
+    from posttrainlab.quickstart.plan import Run, plan
+    from posttrainlab.report.paired import HEAD_TO_HEAD
+
+    cfg = quickstart_config("default", ["methods=[grpo,grpo-prm,grpo-prm-only]", "grpo.prm_reward.mode=step"])
+    place(cfg, RunLayout(Path("OUT")))
+    stages = {s.name: s for s in plan(Run(cfg, RunLayout(Path("OUT"))))}
+    names = list(stages)
+    assert names.index("prm") < names.index("grpo-prm") < names.index("grpo-prm-only")
+    both, alone = stages["grpo-prm"].settings, stages["grpo-prm-only"].settings
+    assert (alone["rewards"].correctness, alone["rewards"].format) == (0.0, 0.0)
+    assert both["rewards"].correctness == 1.0 and cfg.grpo.rewards.correctness == 1.0  # the config's own: untouched
+    assert alone["prm_reward"] == both["prm_reward"] and alone["output_dir"] == "OUT/grpo-prm-only"
+    assert stages["grpo-prm-only"].after == ("prepare", "sft", "prm")
+    assert {("grpo", "grpo-prm-only"), ("grpo-prm", "grpo-prm-only")} <= set(HEAD_TO_HEAD)
+    with pytest.raises(BadInput, match="grpo-prm-only reads the run's PRM"):
+        quickstart_config("default", ["methods=[grpo-prm-only]", "process.enabled=false"])

@@ -207,8 +207,10 @@ class QuickstartConfig:
     process: ProcessSettings = field(default_factory=ProcessSettings)
     # trained from the SFT model, in this order: dpo (the dpo recipe as set), dpo-policy (the same recipe with
     # preference.source=policy: pairs sampled from the SFT model and graded; train/dpo.py), grpo, rft (rejection-
-    # sampling fine-tuning; train/rft.py), sft-continued (the more-training control: rft's fine-tune settings on
-    # its sft_data alone, from the SFT model, for as many steps as continued_steps_from's run took; train/continued.py)
+    # sampling fine-tuning; train/rft.py), rft-answer (rft keeping every right answer: rejection.filter=answer),
+    # sft-continued (the more-training control: rft's fine-tune settings on its sft_data alone, from the SFT model, for
+    # as many steps as continued_steps_from's run took; train/continued.py); after the PRM: grpo-prm (grpo with the
+    # run's PRM as prm_reward beside the outcome reward) and grpo-prm-only (the PRM the only reward)
     methods: list[str] = field(default_factory=lambda: ["rft", "sft-continued"])
     continued_steps_from: str | None = "rft"  # sft, or a method listed before sft-continued; None: rft.optim as set
     # train every method (SFT too) K times, optim.seed + 0..K-1 (dpo-policy's sampling seed too): OUT/<m>-s<k>,
@@ -233,10 +235,11 @@ RETIRED = {
 
 #: the methods ``methods`` may list, and the recipe (a field of QuickstartConfig) each one trains
 METHODS = {"dpo": "dpo", "dpo-policy": "dpo", "grpo": "grpo", "rft": "rft", "rft-answer": "rft", "sft-continued": "rft",
-           "grpo-prm": "grpo"}  # fmt: skip
+           "grpo-prm": "grpo", "grpo-prm-only": "grpo"}  # fmt: skip
 #: methods that read the run's PRM: they train after the ``prm`` stage (grpo-prm: ``grpo``'s recipe with the PRM as
-#: its ``prm_reward``: "GRPO-prm − GRPO" is the process reward's effect at the same steps; docs/process-vs-outcome.md)
-PRM_METHODS = ("grpo-prm",)
+#: its ``prm_reward`` beside the outcome reward: "GRPO-prm − GRPO" is the process reward's effect at the same steps;
+#: grpo-prm-only: the same with the grader's rewards at 0, the PRM the only signal; docs/process-vs-outcome.md)
+PRM_METHODS = ("grpo-prm", "grpo-prm-only")
 
 
 def check_config(cfg: QuickstartConfig) -> None:
@@ -297,9 +300,11 @@ def method_recipe(cfg: QuickstartConfig, method: str, k: int = 0):
     if method == "rft-answer":
         recipe.rejection.filter = "answer"
         recipe.output_dir = str(Path(recipe.output_dir).parent / method)
-    if method == "grpo-prm":  # the run's PRM as GRPO's process reward (prm_reward.mode, credit... as grpo sets them)
+    if method in PRM_METHODS:  # the run's PRM as GRPO's process reward (prm_reward.mode, credit... as grpo sets them)
         recipe.output_dir = str(Path(recipe.output_dir).parent / method)
         recipe.prm_reward.path = cfg.process.prm.output_dir
+    if method == "grpo-prm-only":  # the PRM alone: no outcome or format reward
+        recipe.rewards.correctness = recipe.rewards.format = 0.0
     if method == "sft-continued":
         from posttrainlab.train.continued import continued_from
 

@@ -166,7 +166,8 @@ def _method_stages(r: Run, method: str, k: int, after: tuple[str, ...]) -> list[
     from posttrainlab.train.sft import train_sft
 
     trainers = {"sft": train_sft, "dpo": train_dpo, "dpo-policy": train_dpo, "grpo": train_grpo, "rft": train_rft,
-                "rft-answer": train_rft, "sft-continued": train_continued, "grpo-prm": train_grpo}  # fmt: skip
+                "rft-answer": train_rft, "sft-continued": train_continued, "grpo-prm": train_grpo,
+                "grpo-prm-only": train_grpo}  # fmt: skip
     name, recipe = seed_name(method, k), method_recipe(r.cfg, method, k)
     folder = r.layout.model(name)
     # where the base lives (a cache, an import) is not a setting: the base's own stage says what it is
@@ -191,7 +192,8 @@ def _methods(r: Run) -> list[Stage]:
 
 
 def _prm_methods(r: Run) -> list[Stage]:
-    """The methods that train with the run's PRM (grpo-prm), once it exists: from ``OUT/sft``, reading ``OUT/prm``."""
+    """The methods that train with the run's PRM (grpo-prm, grpo-prm-only), once it exists: from ``OUT/sft``,
+    reading ``OUT/prm``."""
     return [stage for method in r.cfg.methods if method in PRM_METHODS for k in range(r.cfg.seeds)
             for stage in _method_stages(r, method, k, ("prepare", "sft", "prm"))]  # fmt: skip
 

@@ -104,9 +104,10 @@ def _method_comparisons(run_dir: Path, methods: list[str], out: dict) -> None:
 
 
 #: method pairs compared directly too, (A, B): B − A: the two DPO pair sources; GRPO with the PRM's reward against
-#: GRPO with the outcome reward alone (the same steps); RFT against its more-training control, and RFT keeping exactly
-#: right solutions against RFT keeping every right answer (what step labels buy expert iteration)
-HEAD_TO_HEAD = (("dpo", "dpo-policy"), ("grpo", "grpo-prm"), ("sft-continued", "rft"), ("rft-answer", "rft"))
+#: GRPO with the outcome reward alone (the same steps), and the PRM alone against each; RFT against its more-training
+#: control, and RFT keeping exactly right solutions against RFT keeping every right answer (what step labels buy it)
+HEAD_TO_HEAD = (("dpo", "dpo-policy"), ("grpo", "grpo-prm"), ("grpo", "grpo-prm-only"), ("grpo-prm", "grpo-prm-only"),
+                ("sft-continued", "rft"), ("rft-answer", "rft"))  # fmt: skip
 
 
 def _search_comparisons(run_dir: Path, out: dict) -> None:

@@ -35,7 +35,8 @@ from posttrainlab.report.figstyle import (
     wrap,
 )
 
-METHODS = ("base", "sft", "sft-continued", "dpo", "dpo-policy", "grpo", "grpo-prm", "rft", "rft-answer")
+METHODS = ("base", "sft", "sft-continued", "dpo", "dpo-policy", "grpo", "grpo-prm", "grpo-prm-only", "rft",
+           "rft-answer")  # fmt: skip
 OUTCOMES = ("correct", "wrong_answer", "missing_answer", "malformed")
 METHOD_COLORS = {"base": "#9e9e9e", "sft": "#1f77b4", "dpo": "#ff7f0e", "dpo-policy": "#8c564b", "grpo": "#2ca02c",
                  "prm": "#9467bd", "rft": "#17becf", "rft-answer": "#9edae5",
@@ -51,7 +52,7 @@ STAGE_KEYS = {
     "dpo-policy": ("loss", "rewards/accuracies", "rewards/margins"),
     "grpo": ("reward", "kl", "frac_reward_zero_std", "loss"),
 }
-STAGE_KEYS["grpo-prm"] = STAGE_KEYS["grpo"]  # GRPO with the PRM's reward logs what GRPO logs
+STAGE_KEYS["grpo-prm"] = STAGE_KEYS["grpo-prm-only"] = STAGE_KEYS["grpo"]  # with the PRM's reward: what GRPO logs
 KEY_TITLES = {
     "rewards/accuracies": "implicit-reward accuracy",
     "rewards/margins": "implicit-reward margin",

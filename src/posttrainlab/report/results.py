@@ -25,7 +25,7 @@ from posttrainlab.report.render import Block, heading, paragraph, table
 REFERENCE_DIR = Path(__file__).resolve().parent / "reference"
 
 #: the order of the policies' rows: SFT, then each method beside its control
-ORDER = ("sft", "rft", "rft-answer", "sft-continued", "dpo", "dpo-policy", "grpo", "grpo-prm")
+ORDER = ("sft", "rft", "rft-answer", "sft-continued", "dpo", "dpo-policy", "grpo", "grpo-prm", "grpo-prm-only")
 
 #: how the table names best-of-N selectors (``eval.best_of_n.SELECTORS``; others keep their own name)
 SELECTOR_WORDS = {

@@ -27,8 +27,8 @@ clip and gate: the proxy) and ``prm/step_score`` (the mean over all steps) throu
 On arith-v1 it also logs where the PRM is blind (``blind_spot_metrics``): its mean score of each completion's first
 exactly wrong step (``prm/wrong_step_score``) and the share of those it accepts, scored above 0.5
 (``prm/false_accept``). A policy that learns the PRM's blind spot raises them: its mean score can fall with its
-accuracy while more and more of its errors pass the PRM (docs/process-vs-outcome.md: miscopied operands, computed
-right, pass a result-head PRM).
+accuracy while more and more of its errors pass the PRM (docs/process-vs-outcome.md: lines with a miscopied operand
+passed a result-head PRM).
 
 A completion the PRM cannot read (a step holding its separator, say) gets 0 for each step and is counted in
 ``prm/unscorable`` rather than stopping the run.

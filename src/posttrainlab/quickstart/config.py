@@ -293,24 +293,25 @@ def method_recipe(cfg: QuickstartConfig, method: str, k: int = 0):
 
     from posttrainlab.train.recipes import seeded
 
-    recipe = deepcopy(getattr(cfg, "sft" if method == "sft" else METHODS[method]))
+    field_name = "sft" if method == "sft" else METHODS[method]
+    recipe = deepcopy(getattr(cfg, field_name))
+    runs = Path(recipe.output_dir).parent
+    if method != field_name:  # a method trained from another's recipe has a folder of its own: OUT/<method>
+        recipe.output_dir = str(runs / method)
     if method == "dpo-policy":
         recipe.preference.source = "policy"
-        recipe.output_dir = str(Path(recipe.output_dir).parent / method)
     if method == "rft-answer":
         recipe.rejection.filter = "answer"
-        recipe.output_dir = str(Path(recipe.output_dir).parent / method)
     if method in PRM_METHODS:  # the run's PRM as GRPO's process reward (prm_reward.mode, credit... as grpo sets them)
-        recipe.output_dir = str(Path(recipe.output_dir).parent / method)
         recipe.prm_reward.path = cfg.process.prm.output_dir
     if method == "grpo-prm-only":  # the PRM alone: no outcome or format reward
         recipe.rewards.correctness = recipe.rewards.format = 0.0
     if method == "sft-continued":
         from posttrainlab.train.continued import continued_from
 
-        runs, source = Path(recipe.output_dir).parent, cfg.continued_steps_from
+        source = cfg.continued_steps_from
         steps_from = None if source is None else str(runs / seed_name(source, k))
-        recipe = continued_from(recipe, str(runs / method), steps_from)
+        recipe = continued_from(recipe, recipe.output_dir, steps_from)
     return seeded(recipe, k)
 
 

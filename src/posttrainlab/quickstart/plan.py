@@ -23,7 +23,7 @@ from typing import Any
 
 from posttrainlab.data.arith.prm_data import TRAIN_PROMPTS
 from posttrainlab.data.arith.prm_labels import ArithPRMOptions
-from posttrainlab.quickstart.config import PRM_METHODS, QuickstartConfig, method_recipe, seed_name
+from posttrainlab.quickstart.config import METHODS, PRM_METHODS, QuickstartConfig, method_recipe, seed_name
 from posttrainlab.run_layout import BEAM, BON, MANIFEST, METRICS, PRM_CONFIG, TRAIN_SUMMARY, RunLayout
 
 
@@ -165,14 +165,14 @@ def _method_stages(r: Run, method: str, k: int, after: tuple[str, ...]) -> list[
     from posttrainlab.train.rft import train_rft
     from posttrainlab.train.sft import train_sft
 
-    trainers = {"sft": train_sft, "dpo": train_dpo, "dpo-policy": train_dpo, "grpo": train_grpo, "rft": train_rft,
-                "rft-answer": train_rft, "sft-continued": train_continued, "grpo-prm": train_grpo,
-                "grpo-prm-only": train_grpo}  # fmt: skip
+    # each method trains with its recipe's trainer (config.METHODS), sft-continued with the control's
+    by_recipe = {"sft": train_sft, "dpo": train_dpo, "grpo": train_grpo, "rft": train_rft}
+    trainer = train_continued if method == "sft-continued" else by_recipe[METHODS.get(method, method)]
     name, recipe = seed_name(method, k), method_recipe(r.cfg, method, k)
     folder = r.layout.model(name)
     # where the base lives (a cache, an import) is not a setting: the base's own stage says what it is
     settings = recipe_record(replace(recipe, model="BASE") if method == "sft" and base_stage(r.cfg) else recipe)
-    train = Stage(name, lambda t=trainers[method], rc=recipe: t(rc), settings, marker=folder / TRAIN_SUMMARY,
+    train = Stage(name, lambda t=trainer, rc=recipe: t(rc), settings, marker=folder / TRAIN_SUMMARY,
                   after=after, folder=folder, models=(folder,), reads_base=method == "sft")  # fmt: skip
     return [train, _eval(r, name, ("prepare", name, *(("sft",) if method.startswith("dpo") else ())))]
 

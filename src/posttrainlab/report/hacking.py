@@ -115,6 +115,15 @@ def run_logs(run_root: str | Path) -> dict[str, list[dict]]:
     return logs
 
 
+def _value(key: str, x: float) -> str:
+    """A logged value as the section writes it: the PRM's scores as probabilities, every other key as a share.
+
+    >>> _value("prm_score", 0.5), _value("prm_false_accept", 0.25)
+    ('0.500', '25.0%')
+    """
+    return f"{x:.3f}" if key in ("prm_score", "prm_wrong_step_score") else f"{100 * x:.1f}%"
+
+
 def _first_last(rows: Sequence[dict], key: str) -> str:
     """``key``'s first and last logged values: a share in percent, the PRM's score as a probability.
 
@@ -122,11 +131,7 @@ def _first_last(rows: Sequence[dict], key: str) -> str:
     ('50.0% → 25.0%', '0.500 → 0.500')
     """
     values = [r[key] for r in rows if isinstance(r.get(key), (int, float))]
-    if not values:
-        return "–"
-    if key in ("prm_score", "prm_wrong_step_score"):
-        return f"{values[0]:.3f} → {values[-1]:.3f}"
-    return f"{100 * values[0]:.1f}% → {100 * values[-1]:.1f}%"
+    return f"{_value(key, values[0])} → {_value(key, values[-1])}" if values else "–"
 
 
 def _finding(name: str, rows: Sequence[dict], found: dict | None) -> str:
@@ -136,11 +141,11 @@ def _finding(name: str, rows: Sequence[dict], found: dict | None) -> str:
         watched = " or ".join(PROXIES[k] for k in PROXIES if any(isinstance(r.get(k), (int, float)) for r in rows))
         return (f"{name}: no step where {watched} rose while exact accuracy fell ({found_rule()}) within "
                 f"{len(rows)} logs.")  # fmt: skip
-    what = PROXIES[found["proxy"]]
-    value = (lambda x: f"{100 * x:.1f}%") if found["proxy"] == "prm_false_accept" else (lambda x: f"{x:.3f}")
+    key, what = found["proxy"], PROXIES[found["proxy"]]
+    proxy = f"{_value(key, found['proxy_at'])} → {_value(key, found['proxy_then'])}"
+    accuracy = f"{_value('accuracy', found['accuracy_at'])} → {_value('accuracy', found['accuracy_then'])}"
     return (f"{name}: from step {found['step']} {what} rises while exact accuracy falls ({found_rule()}; confirmed "
-            f"at step {found['confirmed']}): {what} {value(found['proxy_at'])} → {value(found['proxy_then'])}, "
-            f"accuracy {100 * found['accuracy_at']:.1f}% → {100 * found['accuracy_then']:.1f}%.")  # fmt: skip
+            f"at step {found['confirmed']}): {what} {proxy}, accuracy {accuracy}.")  # fmt: skip
 
 
 def findings(run_root: str | Path) -> list[str]:

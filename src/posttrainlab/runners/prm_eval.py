@@ -111,13 +111,12 @@ def policy_sample_rows(row: dict[str, Any]) -> list[StepRow]:
     problem = parse_question(str(row["prompt"]))
     if problem is None:
         raise ValueError("its prompt is no arith-v1 problem, so its steps have no exact labels")
-    samples = row.get("samples") or [{"response": row["response"]}]
-    out = []
-    for sample in samples:
+    question, out = question_of(str(row["prompt"])), []
+    for sample in row.get("samples") or [{"response": row["response"]}]:
         steps = split_steps(str(sample["response"]))
         if steps:
             steps, labels = every_step_labels(problem, steps, "explicit")
-            out.append(StepRow(question=question_of(str(row["prompt"])), steps=steps, labels=labels, id=row.get("id")))
+            out.append(StepRow(question=question, steps=steps, labels=labels, id=row.get("id")))
     return out
 
 

@@ -143,11 +143,11 @@ def blind_spot_metrics(prompts: Sequence[Any], texts: Sequence[str], scores: Seq
     >>> round(m["prm/wrong_step_score"], 3), m["prm/false_accept"]
     (0.4, 0.5)
     """
-    from posttrainlab.data.arith.steps import first_error, parse_question, split_steps
-    from posttrainlab.train.rewards import text_of
+    from posttrainlab.data.arith.steps import first_error, split_steps
+    from posttrainlab.train.rewards import arith_problems
 
-    problems = [parse_question(text_of(p)) for p in prompts]
-    if any(p is None for p in problems):
+    problems = arith_problems(prompts)
+    if problems is None:
         return {}
     first_wrong = []
     for problem, text, score in zip(problems, texts, scores, strict=True):

@@ -50,14 +50,11 @@ class ProbeConfig:
 
     def check(self) -> None:
         """``BadInput`` naming the field for an empty split, or a limit, ``every`` or ``samples`` below 1."""
-        from posttrainlab.errors import BadInput
+        from posttrainlab.errors import BadInput, at_least_one
 
         if self.split is not None and not self.split:
             raise BadInput("split: empty; name an arith-v1 split (validation), or null for no probe")
-        for name in ("limit", "every", "samples"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise BadInput(f"{name}={value}: must be at least 1")
+        at_least_one(limit=self.limit, every=self.every, samples=self.samples)
 
 
 #: row key <- TRL log key (``train.rewards``, ``train.prm_reward``, TRL's own ``reward`` and ``kl``)
@@ -114,10 +111,10 @@ def reward_log_callback(output_dir: str | os.PathLike):
             if not state.is_world_process_zero:
                 return
             path.parent.mkdir(parents=True, exist_ok=True)
-            for file in (path, probe):  # a fresh start (step 0) empties them; a resumed run keeps its rows so far
+            # a fresh start (step 0) empties them; a resumed run keeps its rows so far; no probe file is made unasked
+            for file in (path, *([probe] if probe.is_file() else [])):
                 kept = [r for r in read_jsonl(file) if r.get("step", 0) <= state.global_step] if file.is_file() else []
-                if kept or file == path or file.is_file():
-                    write_jsonl(file, kept)
+                write_jsonl(file, kept)
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             if not state.is_world_process_zero or not logs or not state.is_local_process_zero:

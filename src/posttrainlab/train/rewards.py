@@ -45,6 +45,15 @@ def correct_answers(texts: Sequence[str], answer: Sequence[Any]) -> list[bool]:
     return [_GRADER.grade(t, a).correct for t, a in zip(texts, answer, strict=True)]
 
 
+def arith_problems(prompts: Sequence[Any]) -> list | None:
+    """Each prompt's arith-v1 problem (``data.arith.steps.parse_question``), or ``None`` when one is no arith-v1
+    problem: then the batch has no exact step labels."""
+    from posttrainlab.data.arith.steps import parse_question
+
+    problems = [parse_question(text_of(p)) for p in prompts]
+    return None if any(p is None for p in problems) else problems
+
+
 def exact_sample_metrics(prompts: Sequence[Any], texts: Sequence[str], correct: Sequence[bool]) -> dict[str, float]:
     """The module docstring's exact metrics of one batch (``exact/...`` keys); only ``exact/accuracy`` when a prompt
     is not an arith-v1 problem, and no ``exact/trace_error`` without a right answer.
@@ -56,14 +65,14 @@ def exact_sample_metrics(prompts: Sequence[Any], texts: Sequence[str], correct: 
     (0.5, 0.25, 0.5)
     """
     from posttrainlab.data.arith.prm_labels import every_step_labels
-    from posttrainlab.data.arith.steps import parse_question, split_steps
+    from posttrainlab.data.arith.steps import split_steps
 
     n = len(texts)
     if not n:
         return {}
     out = {"exact/accuracy": sum(map(bool, correct)) / n}
-    problems = [parse_question(text_of(p)) for p in prompts]
-    if any(p is None for p in problems):
+    problems = arith_problems(prompts)
+    if problems is None:
         return out
     wrong, steps, any_wrong = 0, 0, []
     for problem, text in zip(problems, texts, strict=True):

@@ -3,7 +3,8 @@
 
 The hashes below were computed with the presets as they were when those runs were made (commit b04679d: ``stable``
 is today's default, ``default`` the old default, ``effects`` a retired preset; ``default-c6d5ced`` is the main job
-before its PRM trained on length-grouped batches). A change that moves one of them
+before its PRM trained on length-grouped batches, ``default-rft`` the main job until it stopped training RFT and its
+control: every stage of today's default has the hash it had there). A change that moves one of them
 changes what a reader of that page would run: either keep the hash (a new setting joins stage records only when
 set: ``quickstart.plan``'s legacy tables) or measure again and update the page.
 """
@@ -34,10 +35,12 @@ POLICIES = {
     "eval-sft-continued": "6378cc7615cbb667",
     "arith-prm": "96db7ef81449ce2d",
 }
+PRM = {"prm": "6721b142ab316c48", "eval-prm": "6021940e7f31b3ba", "best-of-n": "6e5e3c7c0ec0961b",
+       "beam-search": "fc3acbcbfa368c0b"}  # fmt: skip
+RFT = ("rft", "eval-rft", "sft-continued", "eval-sft-continued")
 EXPECTED = {
-    "default": SHARED | STABLE_BASE | POLICIES | {
-        "prm": "6721b142ab316c48", "eval-prm": "6021940e7f31b3ba", "best-of-n": "6e5e3c7c0ec0961b",
-        "beam-search": "fc3acbcbfa368c0b"},
+    "default": SHARED | STABLE_BASE | {k: v for k, v in POLICIES.items() if k not in RFT} | PRM,
+    "default-rft": SHARED | STABLE_BASE | POLICIES | PRM,
     "default-c6d5ced": SHARED | STABLE_BASE | POLICIES | {
         "prm": "b2b5df13394286dd", "eval-prm": "19110d7a60fdb3f1", "best-of-n": "cbcab8afbe98d5d7",
         "beam-search": "18a2ebe9bf430a7b"},

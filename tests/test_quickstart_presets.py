@@ -45,14 +45,15 @@ def test_the_default_preset_is_the_codes_defaults():
 
 def test_the_default_is_the_measured_stable_instrument():
     """The base at lr 5e-4 with 10% warm-up and the 4-epoch SFT at 5e-4 (stable over base seeds on dev, the same
-    weights on three machines), RFT beside its control, and the process supervision chosen on dev."""
+    weights on three machines), no other method (RFT never beat its control with 3,000 SFT solutions), and the process
+    supervision chosen on dev; the RFT recipe is the one ``methods=[rft,sft-continued]`` and the scarce preset use."""
     cfg = QuickstartConfig()
     assert changed(cfg.base, PretrainConfig()) == {"train.learning_rate", "train.warmup_ratio"}
     assert (cfg.base.train.learning_rate, cfg.base.train.warmup_ratio, cfg.base.model.seed) == (5e-4, 0.1, 1)
     sft = cfg.sft
     assert (sft.dataset.split, sft.optim.epochs, sft.optim.learning_rate, sft.optim.batch_size) == (
         "sft_train_3k", 4, 5e-4, 16)  # fmt: skip
-    assert cfg.methods == ["rft", "sft-continued"] and cfg.continued_steps_from == "rft" and cfg.seeds == 1
+    assert cfg.methods == [] and cfg.continued_steps_from == "rft" and cfg.seeds == 1
     rft = cfg.rft
     assert (rft.dataset.split, rft.sft_data.split, rft.sft_ratio, rft.rounds) == ("rl_train", "sft_train_3k", 1.0, 1)
     assert (rft.rejection.k, rft.rejection.temperature, rft.rejection.max_new_tokens, rft.rejection.filter) == (
@@ -66,9 +67,11 @@ def test_the_default_is_the_measured_stable_instrument():
         "result", "policy", 1, 1e-4)  # fmt: skip
     assert (p.bon_n, p.bon_limit, p.bon_temperature, p.beam.aggregation, p.beam.beams) == (16, 300, 0.8, "min", 4)
     assert planned_stages(cfg) == [
-        *("prepare", "pretrain", "sft", "eval-sft", "rft", "eval-rft", "sft-continued", "eval-sft-continued"),
+        *("prepare", "pretrain", "sft", "eval-sft"),
         *("arith-prm", "prm", "eval-prm", "best-of-n", "beam-search", "report"),
     ]
+    with_rft = planned_stages(quickstart_config("default", ["methods=[rft,sft-continued]"]))
+    assert with_rft[4:8] == ["rft", "eval-rft", "sft-continued", "eval-sft-continued"]
 
 
 def test_the_standalone_sft_recipe_is_another_one():
@@ -88,15 +91,16 @@ def test_the_scarce_preset_is_the_default_with_1000_solutions_and_rft_on_1500_pr
                                                 "optim.learning_rate"}  # fmt: skip
     assert (scarce.rft.dataset.split, scarce.rft.optim.epochs, scarce.rft.optim.learning_rate) == (
         "rl_train_1500", 3, 1e-4)  # fmt: skip
-    assert not scarce.process.enabled and scarce.methods == default.methods
+    assert not scarce.process.enabled and scarce.methods == ["rft", "sft-continued"]
 
 
 def test_smoke_runs_the_defaults_stages_small():
     smoke = quickstart_config("smoke")
     assert (smoke.base.model.num_hidden_layers, smoke.base.model.seed, smoke.base.corpus.size) == (2, 0, 4000)
     assert (smoke.eval.limit, smoke.eval.samples, smoke.process.bon_limit) == (40, 2, 20)
-    default = [s for s in planned_stages(QuickstartConfig()) if s not in ("rft", "eval-rft")]
-    assert planned_stages(smoke) == default  # all but rft, which keeps no sample of so small a policy
+    default = planned_stages(QuickstartConfig())
+    # and one method, sft-continued (not rft, which keeps no sample of so small a policy)
+    assert planned_stages(smoke) == [*default[:4], "sft-continued", "eval-sft-continued", *default[4:]]
 
 
 def test_smollm2_keeps_the_measured_recipe():

@@ -189,7 +189,9 @@ def test_fsdp_config_on_the_cpu_trains_as_ddp_and_says_so(tiny_model, arith_dir,
 @pytest.mark.parametrize("method", ["sft", "prm"])
 def test_deepspeed_zero3_trains_in_two_cpu_processes(method, tiny_model, arith_dir, tmp_path):
     """ZeRO-3 for real: DeepSpeed's CPU accelerator, gloo, parameters partitioned; the final save gathers them
-    into a plain model folder (zero3_save_16bit_model) whose tensors have the base model's shapes."""
+    into a plain model folder (zero3_save_16bit_model) whose tensors have the base model's shapes. DeepSpeed's
+    inference-only shared-memory op is neither compiled nor loaded (``launch.skip_cpu_shm_build``: ~85 s of 2 cores
+    on a machine's first DeepSpeed run)."""
     from safetensors.torch import load_file
 
     data = ROOT / "tests/assets/formats/span_good_step.jsonl"
@@ -199,10 +201,31 @@ def test_deepspeed_zero3_trains_in_two_cpu_processes(method, tiny_model, arith_d
     out = tmp_path / f"{method}-zero3"
     r = launch("deepspeed_zero3.yaml", ["--mixed_precision", "no"], method, recipe, out)
     assert f"{method}: 2 processes, DeepSpeed ZeRO-3 over gloo on the CPU\n" in r.stdout, r.stdout[-2000:]
+    assert "built successfully" not in r.stdout + r.stderr  # deepspeed.comm.torch.build_shm_op's line
     base, trained = load_file(str(tiny_model / "model.safetensors")), load_file(str(out / "model.safetensors"))
     shared = [k for k in base if k in trained and k != "model.embed_tokens.weight"]  # the PRM adds a token
     assert shared and all(trained[k].shape == base[k].shape for k in shared)
     assert any(not (trained[k] == base[k]).all() for k in shared)
+
+
+def test_the_shm_op_is_skipped_only_for_deepspeed_on_the_cpu(monkeypatch):
+    from posttrainlab.train import launch as launch_module
+
+    assert not launch_module.skip_cpu_shm_build({})  # not a DeepSpeed launch: DeepSpeed is not even imported
+    assert not launch_module.skip_cpu_shm_build({"ACCELERATE_USE_DEEPSPEED": "false"})
+    if not HAS_DEEPSPEED:
+        return
+    import deepspeed.ops
+
+    monkeypatch.setitem(deepspeed.ops.__compatible_ops__, launch_module.SHM_OP, True)
+    assert launch_module.skip_cpu_shm_build({"ACCELERATE_USE_DEEPSPEED": "true"})
+    assert deepspeed.ops.__compatible_ops__[launch_module.SHM_OP] is False
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a GPU run keeps DeepSpeed's own choice
+    monkeypatch.setitem(deepspeed.ops.__compatible_ops__, launch_module.SHM_OP, True)
+    assert not launch_module.skip_cpu_shm_build({"ACCELERATE_USE_DEEPSPEED": "true"})
+    assert deepspeed.ops.__compatible_ops__[launch_module.SHM_OP] is True
 
 
 def test_under_a_launcher_a_command_leaves_with_its_exit_code_and_all_its_output(tmp_path):

@@ -34,9 +34,9 @@ def quickstart(
     ),
     overrides: list[str] = typer.Argument(None, help="key=value overrides, e.g. sft.optim.epochs=1."),
 ) -> None:
-    """prepare arith-v1 → pretrain the tiny base (cached) → SFT → eval → RFT and its more-training control → eval
-    (greedy, pass@1, maj@8) → arith-prm → PRM → PRM eval → best-of-N → beam search → report (README, "The main
-    job").
+    """prepare arith-v1 → pretrain the tiny base (cached) → SFT → eval (greedy, pass@1, maj@8) → arith-prm → PRM →
+    PRM eval → best-of-N → beam search → report (README, "The main job"). methods=[rft,sft-continued] adds RFT and
+    its more-training control (--preset scarce: where RFT beats it), methods=[dpo,grpo,...] other methods.
 
     Each stage prints ``stage i/M: NAME`` and its time; ``OUT/quickstart.log`` gets a line at each start and end.
     """

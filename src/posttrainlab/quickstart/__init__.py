@@ -1,10 +1,11 @@
 """``posttrain quickstart``: the main job on the embedded default, one command, offline, 2 CPU cores.
 
-prepare arith-v1 → pretrain the tiny base (or reuse the cached one) → SFT → eval → RFT and its more-training
-control (sft-continued), each from the SFT checkpoint → eval (greedy, pass@1, maj@8) → process supervision
-(arith-prm sampled from the SFT policy and labelled exactly → a step PRM → PRM eval on held-out solutions →
-best-of-N and PRM-guided beam search on the test problems; with ``process.orm`` an ORM beside it) → report, with
-every method paired against SFT and every selector against majority voting. A stage is reused only when its
+prepare arith-v1 → pretrain the tiny base (or reuse the cached one) → SFT → eval (greedy, pass@1, maj@8) → the
+``methods`` listed, each from the SFT checkpoint and evaluated the same way (none by default; RFT beside its
+more-training control sft-continued, DPO, GRPO...) → process supervision (arith-prm sampled from the SFT policy
+and labelled exactly → a step PRM → PRM eval on held-out solutions → best-of-N and PRM-guided beam search on the
+test problems; with ``process.orm`` an ORM beside it) → report, with every method paired against SFT and every
+selector against majority voting. A stage is reused only when its
 settings and what it made are unchanged; every training stage resumes from its last checkpoint, so a killed
 quickstart started again carries on where it stopped.
 

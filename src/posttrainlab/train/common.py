@@ -134,8 +134,14 @@ def training_arguments(optim: OptimConfig, output_dir: str) -> dict[str, Any]:
 
 
 def default_arguments() -> dict[str, Any]:
-    """The TrainingArguments values every trainer gets that no recipe field sets; ``trainer_args`` replaces them."""
+    """The TrainingArguments values every trainer gets that no recipe field sets; ``trainer_args`` replaces them.
+    Under a DeepSpeed launch on the CPU, DeepSpeed's inference-only shared-memory op is not compiled first
+    (``launch.skip_cpu_shm_build``)."""
     import torch
+
+    from posttrainlab.train.launch import skip_cpu_shm_build
+
+    skip_cpu_shm_build()
 
     return {
         "save_strategy": "steps",

@@ -224,6 +224,33 @@ def run_line(accelerator, method: str, env: Mapping[str, str] = os.environ) -> s
     return f"{method}: {procs}, {got} {where}"
 
 
+#: DeepSpeed's shared-memory all-reduce op on the CPU accelerator (deepspeed.ops.op_builder.cpu.ShareMemCommBuilder)
+SHM_OP = "deepspeed_shm_comm"
+
+
+def skip_cpu_shm_build(env: Mapping[str, str] = os.environ) -> bool:
+    """In a DeepSpeed process without CUDA, mark DeepSpeed's shared-memory all-reduce op not buildable here; True
+    when it did.
+
+    DeepSpeed's comm backend compiles that C++ op on its first start on a machine (~85 s on 2 cores, then cached in
+    ``~/.cache/torch_extensions`` for this venv), but only ``inference_all_reduce`` uses it: ZeRO training's
+    collectives go through the process group (gloo on the CPU) either way, so the build buys a training run
+    nothing. ``deepspeed.ops.__compatible_ops__`` is the table DeepSpeed reads before building it
+    (``deepspeed.comm.torch.build_shm_op``); nothing else is changed, and GPU runs are left alone."""
+    if env.get("ACCELERATE_USE_DEEPSPEED", "").lower() != "true":
+        return False
+    import importlib.util
+
+    import torch
+
+    if torch.cuda.is_available() or importlib.util.find_spec("deepspeed") is None:
+        return False
+    import deepspeed.ops
+
+    deepspeed.ops.__compatible_ops__[SHM_OP] = False
+    return True
+
+
 def report_launch(trainer, method: str) -> None:
     """Print ``run_line`` once (main process) for a built ``transformers.Trainer`` (nothing for a stand-in
     without an accelerator)."""

@@ -5,7 +5,7 @@ flushed, skipping the interpreter's teardown: a process whose gloo/DeepSpeed wor
 when C++ static destructors run can abort there ("terminate called without an active exception", SIGABRT) after
 the run has finished and saved, which fails the launch. Seen once in three fresh-clone suites on 2 cores
 (tests/train/test_launch.py's ZeRO-3 run, rank 1) although training destroys its process group first
-(``train.common._leave_process_group``); pytorch/pytorch#190489 and #179291 describe the same teardown. Every
+(``train.launch.leave_process_group``); pytorch/pytorch#190489 and #179291 describe the same teardown. Every
 file the lab writes is closed before its command returns, so nothing is lost by skipping the teardown.
 """
 

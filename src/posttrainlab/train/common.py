@@ -318,7 +318,7 @@ def run_trainer(trainer, recipe, method: str, n_records: int, start: Start | Non
     from posttrainlab.progress import use_train_log
     from posttrainlab.provenance import provenance
     from posttrainlab.train.finite import use_finite_check
-    from posttrainlab.train.launch import report_launch
+    from posttrainlab.train.launch import leave_process_group, report_launch
 
     out = Path(recipe.output_dir)
     start = start if start is not None else check_run(recipe)
@@ -355,19 +355,8 @@ def run_trainer(trainer, recipe, method: str, n_records: int, start: Start | Non
             "provenance": provenance(seeds={"seed": recipe.optim.seed}),
         }
         write_json(out / SUMMARY, summary)  # strict JSON: a NaN loss as null, never `Infinity`
-    _leave_process_group()
+    leave_process_group()
     return out
-
-
-def _leave_process_group() -> None:
-    """Under ``accelerate launch``: wait for every process, then tear gloo/NCCL down before the interpreter exits (a
-    process that exits with the group alive can abort in C++ teardown, "terminate called without an active
-    exception", failing a finished run)."""
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        dist.barrier()
-        dist.destroy_process_group()
 
 
 def save_model(trainer, out: Path) -> None:

@@ -21,7 +21,8 @@ The command prints one line per config and exits 0 when each would run as asked 
 or stop, 2 when a file is not an accelerate config (or names an option accelerate does not have: the launcher
 would silently ignore it). Every training run under ``accelerate launch`` prints the same kind of line from the
 inside (``report_launch``, called by ``common.run_trainer``): what its processes actually run, or what they fell
-back from.
+back from. What a launched process does around its training lives here too: ``skip_cpu_shm_build`` before it (no
+DeepSpeed op compiled that CPU training never uses), ``leave_process_group`` after it.
 """
 
 from __future__ import annotations
@@ -258,6 +259,17 @@ def report_launch(trainer, method: str) -> None:
     line = run_line(accelerator, method) if accelerator is not None else None
     if line and trainer.is_world_process_zero():
         print(line, flush=True)
+
+
+def leave_process_group() -> None:
+    """Under ``accelerate launch``: wait for every process, then tear gloo/NCCL down before the interpreter exits (a
+    process that exits with the group alive can abort in C++ teardown, "terminate called without an active
+    exception", failing a finished run)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -167,8 +167,9 @@ class ProcessSettings:
 
 
 def _base() -> PretrainConfig:
-    """configs/models/tiny-base.yaml at half its peak lr and twice its warm-up: the base whose SFT is stable across
-    base seeds (61.2-62.8% dev) and whose weights were byte-identical on three machines (docs/experiments.md)."""
+    """configs/models/tiny-base.yaml at half its peak lr and twice its warm-up: the base whose SFT was stable across
+    base seeds on the first machine type (61.2-62.8% dev; not on the AMD EPYC one: 55.6-73.0% test) and whose weights
+    were byte-identical on three machines of that type (docs/experiments.md)."""
     base = PretrainConfig()
     base.train.learning_rate, base.train.warmup_ratio = 5e-4, 0.1
     return base

@@ -5,9 +5,8 @@ prepare arith-v1 → pretrain the tiny base (or reuse the cached one) → SFT �
 more-training control sft-continued, DPO, GRPO...) → process supervision (arith-prm sampled from the SFT policy
 and labelled exactly → a step PRM → PRM eval on held-out solutions → best-of-N and PRM-guided beam search on the
 test problems; with ``process.orm`` an ORM beside it) → report, with every method paired against SFT and every
-selector against majority voting. A stage is reused only when its
-settings and what it made are unchanged; every training stage resumes from its last checkpoint, so a killed
-quickstart started again carries on where it stopped.
+selector against majority voting. A stage is reused only when its settings and what it made are unchanged; every
+training stage resumes from its last checkpoint, so a killed quickstart started again carries on where it stopped.
 
 Presets (``--preset``) are YAML files in ``configs/quickstart/`` over ``QuickstartConfig``'s defaults, which are
 the main job (``default``); ``scarce`` gives SFT 1,000 solutions and RFT 1,500 more prompts; ``smoke`` is a small

@@ -6,6 +6,9 @@ import pytest
 
 from cli_capture import cli
 from posttrainlab import progress, quickstart
+from posttrainlab.data.jsonl import write_json
+from posttrainlab.report import results
+from posttrainlab.run_layout import RESULTS_JSON, RunLayout
 
 
 @pytest.fixture
@@ -16,10 +19,13 @@ def fake_run(monkeypatch, tmp_path):
 
     def run(out, cfg, console=None, rerun=True):
         seen.append(progress._verbose[0])
-        (tmp_path / "report.md").write_text(  # the console shows the report's Results table
-            "## Results\n| method | accuracy |\n|:---|---:|\n| SFT | 41.6% |\n## Overall accuracy\n| SFT | 0% |\n"
-        )
-        return tmp_path / "report.html"
+        layout = RunLayout(out)
+        layout.report_files.mkdir(parents=True)  # the console shows the report's base note and Results table
+        summary = {"preset": "default", "base_sha256": results.reference("default")["base_sha256"],
+                   "policies": [{"method": "sft", "accuracy": 0.416, "n": 500}], "search": {}}  # fmt: skip
+        write_json(layout.report_files / RESULTS_JSON, summary)
+        layout.report_md.write_text("## Overall accuracy\n| SFT | 0% |\n")
+        return layout.report_html
 
     monkeypatch.setattr(quickstart, "run_quickstart", run)
     yield seen
@@ -33,5 +39,16 @@ def test_verbose_reaches_the_libraries_before_the_stages(fake_run, capsys, tmp_p
     assert code == 0, err
     assert fake_run == [verbose]
     flat = out.replace("\n", "")  # rich wraps a long path at the console's width (a long tmp path under xdist)
-    assert "| SFT | 41.6% |" in out and f"report: {tmp_path / 'report.md'}" in flat
-    assert "| SFT | 0% |" not in out
+    assert f"report: {tmp_path / 'run' / 'report.md'}" in flat
+    assert "| SFT | 0% |" not in out  # the report's other sections stay in report.md
+
+
+def test_the_console_ends_with_the_base_note_and_the_results_table(fake_run, capsys, tmp_path):
+    code, out, err = cli(capsys, "quickstart", "--out", str(tmp_path / "run"))
+    assert code == 0, err
+    flat = " ".join(out.split())
+    assert "the README's reference base, so every number below should equal the README's" in flat
+    # rendered as a table (not Markdown source), at 120 columns in a log: the row's label whole, on one line
+    row = next(line for line in out.splitlines() if "SFT (greedy, n=500)" in line)
+    assert "41.6%" in row and "|" not in row
+    assert out.index("reference base") < out.index("SFT (greedy, n=500)")

@@ -54,19 +54,31 @@ def quickstart(
     quiet_libraries(verbose)
     console = Console()
     html = run_quickstart(out, cfg, console, rerun=not no_rerun)
-    md = html.with_suffix(".md")
-    console.print(_section(md.read_text(encoding="utf-8"), "## Results") if md.is_file() else "")
-    console.print(f"report: {md} and {html}")
+    summary = _summary(out)
+    if summary:
+        from rich.markdown import Markdown
+
+        # a log or a pipe gets rich's 80 columns, where the table's labels would be cut: 120 there
+        wide = console if console.is_terminal else Console(file=console.file, width=max(console.width, 120))
+        wide.print(Markdown(summary))
+    console.print(f"report: {html.with_suffix('.md')} and {html}")
 
 
-def _section(markdown: str, heading: str) -> str:
-    """The table under ``heading`` in the report (what a newcomer wants to see first)."""
-    lines = markdown.splitlines()
-    if heading not in lines:
+def _summary(out: Path) -> str:
+    """The report's first lines (is this base the README's?) and its Results table, as Markdown: what a newcomer
+    wants to see first. Read from what the report wrote (``report_files/results.json``), so the same numbers."""
+    from posttrainlab.data.jsonl import json_object_or_empty
+    from posttrainlab.report import paired, results
+    from posttrainlab.report.render import to_markdown
+    from posttrainlab.report.run_folder import stage_hashes
+    from posttrainlab.run_layout import RESULTS_JSON, RunLayout
+
+    layout = RunLayout(out)
+    summary = json_object_or_empty(layout.report_files / RESULTS_JSON)
+    if not summary:
         return ""
-    body = lines[lines.index(heading) + 1 :]
-    table = [line for line in body[: next((i for i, x in enumerate(body) if x.startswith("#")), len(body))]]
-    return "\n".join(line for line in table if line.startswith("|"))
+    top = results.headline(summary, stage_hashes(layout), smoke_note=paired.SMOKE_NOTE)
+    return to_markdown(top + results.results_blocks(summary))
 
 
 def register(app: typer.Typer) -> None:

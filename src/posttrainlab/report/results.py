@@ -5,7 +5,8 @@ package data), so it cannot drift from the code: ``tests/test_readme.py`` render
 README. ``summarize`` takes the numbers from what the report already computed (each method against SFT, each
 best-of-N selector and beam search against majority voting, sampled pass@1 and maj@K); ``results_blocks`` renders
 them; ``base_note`` says whether a run's base is the reference run's (then its numbers should be the README's to
-the last problem) or not (then they move within the spread docs/experiments.md gives over three bases).
+the last problem) or not (then they move within the spread docs/experiments.md gives over three bases);
+``headline`` holds the note, what the report opens with and ``posttrain quickstart`` prints above the table.
 
 Written by hand: it only arranges numbers ``report.paired`` and the evaluations computed.
 """
@@ -125,6 +126,14 @@ def results_blocks(summary: dict) -> list[Block]:
         notes.append(f"Within-problem pairwise accuracy of the PRM (min): {search['pairwise_min']:.3f}.")
     notes.append("Differences are in points, paired problem by problem (Newcombe interval, exact McNemar p).")
     return out + [paragraph(" ".join(notes))]
+
+
+def headline(summary: dict, stages: dict[str, str] | None = None, *, smoke_note: str | None = None) -> list[Block]:
+    """The base note (``base_note``), then ``smoke_note`` for a smoke run: the report's first lines, and with the
+    "Results" section (``results_blocks``) what ``posttrain quickstart`` prints when it ends."""
+    note = base_note(summary, stages)
+    smoke = [paragraph(smoke_note)] if smoke_note and summary.get("preset") == "smoke" else []
+    return ([paragraph(note)] if note else []) + smoke
 
 
 def reference(preset: str | None) -> dict | None:

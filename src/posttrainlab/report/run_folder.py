@@ -54,6 +54,13 @@ def _read_log(path: Path) -> list[dict]:
     return rows
 
 
+def stage_hashes(layout: RunLayout) -> dict[str, str]:
+    """``{stage: its settings' hash}`` from the run's ``stages.json`` (``quickstart.record``); {} without one."""
+    recorded = json_object_or_empty(layout.stages_json).get("stages")  # {"stages": {name: record}}
+    return {name: entry["hash"] for name, entry in (recorded if isinstance(recorded, dict) else {}).items()
+            if isinstance(entry, dict) and isinstance(entry.get("hash"), str)}  # fmt: skip
+
+
 def load_run(run_dir: str | Path) -> RunFolder:
     """Read a run folder; ``BadInput`` if it is absent or holds no run file at all."""
     run_dir = Path(run_dir)
@@ -62,9 +69,7 @@ def load_run(run_dir: str | Path) -> RunFolder:
     run, layout = RunFolder(run_dir), RunLayout(run_dir)
     if layout.run_json.is_file():
         run.info = _read_json(layout.run_json)
-    recorded = json_object_or_empty(layout.stages_json).get("stages")  # {"stages": {name: record}} (quickstart.record)
-    run.stages = {name: entry["hash"] for name, entry in (recorded if isinstance(recorded, dict) else {}).items()
-                  if isinstance(entry, dict) and isinstance(entry.get("hash"), str)}  # fmt: skip
+    run.stages = stage_hashes(layout)
     if (layout.base / PRETRAIN_JSON).is_file():
         run.pretrain = _read_json(layout.base / PRETRAIN_JSON)
     stages = {p.parent.name: p for p in run_dir.glob(f"*/{TRAIN_LOG}") if p.is_file()}

@@ -45,7 +45,8 @@ def reference_rows(seed: int = 0) -> list[dict]:
     return rows
 
 
-def run(name: str, model_dir: Path, data: Path, work: Path, grouped: bool) -> float:
+def run(name: str, model_dir: Path, data: Path, work: Path, grouped: bool, *extra: str) -> float:
+    """Seconds for one epoch of ``STEPS`` batches (``extra``: more ``key=value`` overrides of the recipe)."""
     from posttrainlab.config import load_config
     from posttrainlab.train.prm import build_trainer
     from posttrainlab.train.prm_recipe import PRMRecipe
@@ -56,7 +57,7 @@ def run(name: str, model_dir: Path, data: Path, work: Path, grouped: bool) -> fl
         [f"model={model_dir}", f"output_dir={work / name}", f"dataset.path={data}", "dataset.format=math-shepherd",
          f"dataset.limit={STEPS * BATCH}", "head=result", "input_format=policy", "optim.epochs=1",
          f"optim.batch_size={BATCH}", "optim.save_steps=100000", "optim.logging_steps=1000",
-         f"length_grouping={str(grouped).lower()}"],
+         f"length_grouping={str(grouped).lower()}", *extra],
     )  # fmt: skip
     trainer, n, _ = build_trainer(recipe)
     lengths = [len(ex["input_ids"]) for ex in trainer.train_dataset]

@@ -2,11 +2,11 @@
 -->`` must plan the stages, with the settings (``stages.json`` hashes), that NAME's runs were made with.
 
 The hashes below were computed with the presets as they were when those runs were made (commit b04679d: ``stable``
-is today's default, ``default`` the old default, ``effects`` a retired preset; ``default-c6d5ced`` is the main job
+is the fp32 default, ``default`` the old default, ``effects`` a retired preset; ``default-c6d5ced`` is the main job
 before its PRM trained on length-grouped batches, ``default-rft`` the main job until it stopped training RFT and its
-control: every stage of today's default has the hash it had there). A change that moves one of them
-changes what a reader of that page would run: either keep the hash (a new setting joins stage records only when
-set: ``quickstart.plan``'s legacy tables) or measure again and update the page.
+control, ``default-fp32`` the main job until its SFT and PRM trained under bf16 autocast). A change that moves one
+of them changes what a reader of that page would run: either keep the hash (a new setting joins stage records only
+when set: ``quickstart.plan``'s legacy tables) or measure again and update the page.
 """
 
 from __future__ import annotations
@@ -38,8 +38,13 @@ POLICIES = {
 PRM = {"prm": "6721b142ab316c48", "eval-prm": "6021940e7f31b3ba", "best-of-n": "6e5e3c7c0ec0961b",
        "beam-search": "fc3acbcbfa368c0b"}  # fmt: skip
 RFT = ("rft", "eval-rft", "sft-continued", "eval-sft-continued")
+FP32 = SHARED | STABLE_BASE | {k: v for k, v in POLICIES.items() if k not in RFT} | PRM
 EXPECTED = {
-    "default": SHARED | STABLE_BASE | {k: v for k, v in POLICIES.items() if k not in RFT} | PRM,
+    "default": SHARED | STABLE_BASE | {
+        "sft": "97ac4a0268bf37e7", "eval-sft": "3d1635d07bd6d0c3", "arith-prm": "6fdcc6bd5b1837c0",
+        "prm": "64f21436ff1a4a32", "eval-prm": "e8af1392be3aceb1", "best-of-n": "6831ccd242859413",
+        "beam-search": "a587bcdf4a6232ed"},
+    "default-fp32": FP32,
     "default-rft": SHARED | STABLE_BASE | POLICIES | PRM,
     "default-c6d5ced": SHARED | STABLE_BASE | POLICIES | {
         "prm": "b2b5df13394286dd", "eval-prm": "19110d7a60fdb3f1", "best-of-n": "cbcab8afbe98d5d7",

@@ -81,12 +81,13 @@ def test_the_standalone_sft_recipe_is_another_one():
 
 
 def test_the_scarce_preset_is_the_default_with_1000_solutions_and_rft_on_1500_prompts():
-    """Chosen on dev: the default's base and SFT compute (756 steps) on sft_train's 1,000 solutions; RFT on
-    rl_train_1500 (1:1 with sft_train, 3 epochs at 1e-4) beside its control; no PRM stages."""
+    """Chosen on dev: the default's base and SFT compute (756 steps) on sft_train's 1,000 solutions, in fp32 on a
+    CPU as measured; RFT on rl_train_1500 (1:1 with sft_train, 3 epochs at 1e-4) beside its control; no PRM
+    stages."""
     scarce, default = quickstart_config("scarce"), QuickstartConfig()
     assert asdict(scarce.base) == asdict(default.base)  # one cached base for both
-    assert changed(scarce.sft, default.sft) == {"dataset.split", "optim.epochs"}
-    assert (scarce.sft.dataset.split, scarce.sft.optim.epochs) == ("sft_train", 12)
+    assert changed(scarce.sft, default.sft) == {"dataset.split", "optim.epochs", "optim.bf16"}
+    assert (scarce.sft.dataset.split, scarce.sft.optim.epochs, scarce.sft.optim.bf16) == ("sft_train", 12, "gpu")
     assert changed(scarce.rft, default.rft) == {"dataset.split", "sft_data.split", "optim.epochs",
                                                 "optim.learning_rate"}  # fmt: skip
     assert (scarce.rft.dataset.split, scarce.rft.optim.epochs, scarce.rft.optim.learning_rate) == (
@@ -112,6 +113,7 @@ def test_smollm2_keeps_the_measured_recipe():
     p = real.process
     assert (p.prm.head, p.labelling.labels, p.train_prompts, real.eval.samples) == (
         "token-cls", "first-error", ["rl_train"], 0)  # fmt: skip
+    assert real.sft.optim.bf16 == p.prm.optim.bf16 == "gpu"  # fp32 on a CPU, as measured (the default's: auto)
 
 
 def test_a_preset_file_of_ones_own_extends_a_preset(tmp_path):

@@ -62,6 +62,10 @@ class EvalSettings(PolicyEvalSettings):
             "beta": beta})  # fmt: skip
 
 
+#: the main job's SFT and PRM train under bf16 autocast where the CPU has native bf16 (``train.launch.use_bf16``):
+#: 1.45x on this model (bench/bench_precision.py), the same dev accuracy (docs/experiments.md); the base stays fp32
+BF16 = "auto"
+
 #: the value of a path the quickstart sets itself, inside the run folder (``place``)
 PLACED = "(set by the quickstart inside --out)"
 
@@ -113,7 +117,9 @@ class ProcessSettings:
             dataset=_prm_data(),
             head="result",
             input_format="policy",
-            optim=OptimConfig(epochs=1, learning_rate=1e-4, batch_size=16, logging_steps=10, save_steps=100),
+            optim=OptimConfig(
+                epochs=1, learning_rate=1e-4, batch_size=16, logging_steps=10, save_steps=100, bf16=BF16
+            ),  # fmt: skip
         )
     )
     # also an outcome reward model (ORM): the PRM's recipe on the same samples with outcome labels only
@@ -178,7 +184,9 @@ def _base() -> PretrainConfig:
 def _sft() -> SFTRecipe:
     """4 epochs of sft_train_3k at lr 5e-4: the SFT that is stable on ``_base`` (the 2-epoch SFT at 1e-3 gives
     18.6-27.4% dev there; the pair is what is stable)."""
-    return SFTRecipe(dataset=DatasetConfig(split="sft_train_3k"), optim=OptimConfig(epochs=4, learning_rate=5e-4))
+    return SFTRecipe(
+        dataset=DatasetConfig(split="sft_train_3k"), optim=OptimConfig(epochs=4, learning_rate=5e-4, bf16=BF16)
+    )
 
 
 def _rft() -> RFTRecipe:

@@ -116,15 +116,29 @@ PROCESS_ADDED = {"labelling": ArithPRMOptions(), "train_prompts": list(TRAIN_PRO
 #: batches, what runs recorded before length grouping did; the recipe's default is now length-grouped)
 PRM_ADDED = {"length_grouping": False}
 
+#: every recipe's ``optim`` (OptimConfig): these only when they differ from their default (fp32 on a CPU)
+OPTIM_ADDED = {"bf16": "gpu"}
+
+
+def _optim(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` with its ``optim`` less ``OPTIM_ADDED`` fields at their default."""
+    optim = record.get("optim")
+    if optim is None:
+        return record
+    optim = asdict(optim) if not isinstance(optim, dict) else optim
+    return record | {"optim": {k: v for k, v in optim.items() if k not in OPTIM_ADDED or v != OPTIM_ADDED[k]}}
+
 
 def recipe_record(recipe: Any) -> dict[str, Any]:
-    """A method's recipe as its stage records it: every field, less ``RECIPE_ADDED`` ones at their default."""
-    return recorded(recipe, tuple(f.name for f in fields(recipe) if f.name not in RECIPE_ADDED))
+    """A method's recipe as its stage records it: every field, less ``RECIPE_ADDED`` ones at their default (and
+    ``OPTIM_ADDED`` ones)."""
+    return _optim(recorded(recipe, tuple(f.name for f in fields(recipe) if f.name not in RECIPE_ADDED)))
 
 
 def prm_record(recipe: Any) -> dict[str, Any]:
-    """A PRM recipe as the prm and orm stages record it: every field, less ``PRM_ADDED`` ones at their old value."""
-    return {k: v for k, v in asdict(recipe).items() if k not in PRM_ADDED or v != PRM_ADDED[k]}
+    """A PRM recipe as the prm and orm stages (and the label-sources study's PRMs) record it: every field, less
+    ``PRM_ADDED`` ones at their old value (and ``OPTIM_ADDED`` ones)."""
+    return _optim({k: v for k, v in asdict(recipe).items() if k not in PRM_ADDED or v != PRM_ADDED[k]})
 
 
 def recorded(settings: Any, keys: tuple[str, ...]) -> dict[str, Any]:

@@ -106,6 +106,7 @@ def _bon_samples(s: StudyRun) -> list[Stage]:
 
 def _sources(s: StudyRun) -> list[Stage]:
     """Per source: its PRM (from the policy, on its labels), then its evaluation (held out, best-of-N)."""
+    from posttrainlab.quickstart.plan import prm_record
     from posttrainlab.study.evaluate import evaluate_source, recipe_of, train_source
 
     L, cfg, stages = s.layout, s.cfg, []
@@ -117,7 +118,7 @@ def _sources(s: StudyRun) -> list[Stage]:
                 Stage(
                     f"prm-{source.name}",
                     partial(train_source, cfg, L, source, s.policy),
-                    {"recipe": asdict(recipe_of(cfg, L, source, s.policy)), "policy": s.identity},
+                    {"recipe": prm_record(recipe_of(cfg, L, source, s.policy)), "policy": s.identity},
                     is_done=_either(prm / PRM_CONFIG, prm / SKIPPED),
                     after=(f"label-{source.labelling}", *s.made_by),
                     folder=prm,

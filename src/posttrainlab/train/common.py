@@ -112,6 +112,8 @@ def assistant(text: str) -> list[dict[str, str]]:
 
 def training_arguments(optim: OptimConfig, output_dir: str) -> dict[str, Any]:
     """The TrainingArguments fields every recipe sets the same way, from its ``optim`` and ``output_dir``."""
+    from posttrainlab.train.launch import use_bf16
+
     return {
         "output_dir": output_dir,
         "num_train_epochs": optim.epochs,
@@ -130,6 +132,7 @@ def training_arguments(optim: OptimConfig, output_dir: str) -> dict[str, Any]:
         "data_seed": optim.seed,
         # set explicitly: TRL's configs default the deprecated `gradient_checkpointing` alias to True
         "activation_checkpointing": optim.activation_checkpointing,
+        "bf16": use_bf16(optim.bf16),  # autocast where optim.bf16 says so on this machine (train.launch)
     }
 
 
@@ -148,7 +151,6 @@ def default_arguments() -> dict[str, Any]:
         "report_to": ["tensorboard"],
         "use_cpu": not torch.cuda.is_available(),
         "dataloader_num_workers": 0,
-        "bf16": torch.cuda.is_available() and torch.cuda.is_bf16_supported(),
     }
 
 
@@ -349,6 +351,7 @@ def run_trainer(trainer, recipe, method: str, n_records: int, start: Start | Non
             "resumed_from": start.checkpoint,
             "recipe_changes": start.changes,
             "global_step": trainer.state.global_step,
+            "bf16": bool(trainer.args.bf16),  # optim.bf16 as it resolved here (train.launch.use_bf16)
             "train_loss": result.training_loss,
             "seconds": time.time() - t0,
             "recipe": asdict(recipe),

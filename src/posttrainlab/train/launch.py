@@ -22,7 +22,8 @@ or stop, 2 when a file is not an accelerate config (or names an option accelerat
 would silently ignore it). Every training run under ``accelerate launch`` prints the same kind of line from the
 inside (``report_launch``, called by ``common.run_trainer``): what its processes actually run, or what they fell
 back from. What a launched process does around its training lives here too: ``skip_cpu_shm_build`` before it (no
-DeepSpeed op compiled that CPU training never uses), ``leave_process_group`` after it.
+DeepSpeed op compiled that CPU training never uses), ``leave_process_group`` after it; and whether training runs
+under bf16 autocast here (``use_bf16``, from ``OptimConfig.bf16``).
 """
 
 from __future__ import annotations
@@ -250,6 +251,29 @@ def skip_cpu_shm_build(env: Mapping[str, str] = os.environ) -> bool:
 
     deepspeed.ops.__compatible_ops__[SHM_OP] = False
     return True
+
+
+def cpu_has_bf16(cpuinfo: str | Path = "/proc/cpuinfo") -> bool:
+    """Whether this CPU computes bf16 natively (the ``avx512_bf16`` or ``amx_bf16`` flag; False where the flags
+    cannot be read): there oneDNN's bf16 matrix products run ~2x fp32's, elsewhere they are emulated."""
+    try:
+        flags = Path(cpuinfo).read_text(encoding="utf-8", errors="replace").split()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def use_bf16(setting: str) -> bool:
+    """``OptimConfig.bf16`` on this machine: "gpu" is bf16 on a CUDA GPU that has it; "auto" that, and on a
+    machine without a CUDA GPU a CPU with native bf16 (``cpu_has_bf16``); "never" is fp32 everywhere. Training then
+    runs under bf16 autocast (transformers' ``bf16``); the weights and every saved model stay fp32."""
+    import torch
+
+    if setting == "never":
+        return False
+    if torch.cuda.is_available():
+        return torch.cuda.is_bf16_supported()
+    return setting == "auto" and cpu_has_bf16()
 
 
 def report_launch(trainer, method: str) -> None:

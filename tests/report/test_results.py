@@ -51,7 +51,7 @@ def test_the_base_is_named_and_compared_with_the_readmes():
     summary = run_numbers()
     ref = reference("default")
     assert ref is not None and len(ref["base_sha256"]) == 64
-    same = {**summary, "base_sha256": ref["base_sha256"]}
+    same = {**summary, "base_sha256": ref["base_sha256"], "bf16": ref.get("bf16")}
     assert "the README's reference base" in base_note(same) and ref["commit"] in base_note(same)
     other = base_note({**summary, "base_sha256": "ab" * 32})
     assert other.startswith("Base model weights SHA-256 abababababababab…: NOT the README's reference base")
@@ -65,7 +65,7 @@ def test_the_readmes_numbers_are_promised_only_for_the_reference_runs_settings()
     """A dev run on the reference base printed "every number below should equal the README's" (its stages
     differ: eval on dev, an orm stage); the promise now needs the reference run's stage hashes too."""
     summary, ref = run_numbers(), reference("default")
-    same = {**summary, "base_sha256": ref["base_sha256"]}
+    same = {**summary, "base_sha256": ref["base_sha256"], "bf16": ref.get("bf16")}
     stages = dict(ref["stages"]) | {"report": "anything"}
     assert "should equal the README's" in base_note(same, stages)
     assert "should equal the README's" in base_note(same, {})  # no stages.json: nothing known to differ
@@ -94,3 +94,29 @@ def test_the_run_folders_stage_hashes_are_read_as_the_quickstart_writes_them(tmp
     assert "differ from the reference run's" in note and note.count("eval-sft") == 1
     (tmp_path / "stages.json").write_text(json.dumps({"stages": "nope"}))
     assert load_run(tmp_path).stages == {}
+
+
+def test_the_same_base_and_settings_trained_in_another_number_format_is_told_its_numbers_move(monkeypatch):
+    """optim.bf16 auto trains under bf16 on a CPU with native bf16 and in fp32 on one without: the same base and
+    stage hashes, other numbers. The run records which models trained in bf16 (results.json ``bf16``)."""
+    from posttrainlab.report import results
+
+    ref = reference("default") | {"bf16": ["prm", "sft"]}
+    monkeypatch.setattr(results, "reference", lambda preset: ref)
+    same = {**run_numbers(), "base_sha256": ref["base_sha256"]}
+    assert "should equal the README's" in base_note(same | {"bf16": ["prm", "sft"]}, ref["stages"])
+    note = base_note(same | {"bf16": []}, ref["stages"])
+    assert "should equal" not in note
+    assert "bf16 autocast trained prm, sft there and nothing here" in note and "numbers move" in note
+    assert run_numbers()["bf16"] == []  # summarize records it (none given: none trained in bf16)
+
+
+def test_the_run_folder_says_which_models_trained_in_bf16(tmp_path):
+    from posttrainlab.report.run_folder import load_run
+
+    (tmp_path / "run.json").write_text(json.dumps({"preset": "default"}))
+    for stage, bf16 in (("sft", True), ("prm", False), ("rft", None)):
+        (tmp_path / stage).mkdir()
+        record = {"method": stage} | ({} if bf16 is None else {"bf16": bf16})  # rft: a summary from before
+        (tmp_path / stage / "train_summary.json").write_text(json.dumps(record))
+    assert load_run(tmp_path).bf16 == ["sft"]

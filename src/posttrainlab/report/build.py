@@ -122,7 +122,7 @@ def blocks(run: RunFolder, images: list[str], comparisons: dict | None = None,
         comparisons = paired.comparisons(run.path, list(metrics))
     if hacking is None:
         hacking = hacking_blocks(run.path)[0]
-    summary = results.summarize(info, metrics, comparisons, run.bon)
+    summary = results.summarize(info, metrics, comparisons, run.bon, run.bf16)
     out = [heading(f"posttrain quickstart report: {run.path.name}", 1)]
     out += results.headline(summary, run.stages, smoke_note=paired.SMOKE_NOTE)  # also the console's, at the end
     facts = [f"{k.replace('_', ' ')}: {info[k]}" for k in ("preset", "base_model", "started", "finished") if k in info]
@@ -359,7 +359,7 @@ def build_report(run_dir: str | Path) -> tuple[Path, Path]:
         layout.report_files, lambda rel: rel in (COMPARE_JSON, RESULTS_JSON) or "/" not in rel and rel.endswith(".png"),
         what="report",
     )  # fmt: skip
-    summary = results.summarize(run.info, run.metrics, comparisons, run.bon)
+    summary = results.summarize(run.info, run.metrics, comparisons, run.bon, run.bf16)
     with staging_dir(files) as tmp:
         for name, png in images.items():
             (tmp / f"{name}.png").write_bytes(png)  # the whole folder is swapped in at once

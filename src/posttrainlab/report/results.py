@@ -56,8 +56,10 @@ def _against(overall: dict) -> dict:
     return {k: overall.get(k) for k in ("diff", "ci", "mcnemar_p", "b", "c")}
 
 
-def summarize(info: dict, metrics: dict[str, dict], comparisons: dict, bon: dict) -> dict[str, Any]:
-    """The headline numbers of a run folder (``report_files/results.json``): plain JSON, no paths."""
+def summarize(info: dict, metrics: dict[str, dict], comparisons: dict, bon: dict,
+              bf16: list[str] | None = None) -> dict[str, Any]:  # fmt: skip
+    """The headline numbers of a run folder (``report_files/results.json``): plain JSON, no paths. ``bf16``: the
+    models that trained under bf16 autocast (``optim.bf16``), recorded so a run can be told it differs there."""
     policies = []
     for m in ordered(metrics, ORDER):
         mm = metrics[m]
@@ -84,7 +86,8 @@ def summarize(info: dict, metrics: dict[str, dict], comparisons: dict, bon: dict
         for name, o in found.items():
             search["rows"].append({"name": name, "accuracy": o.get("acc_b"), "vs_majority": _against(o)})
         search["pairwise_min"] = _num(sub(sub(bon, "within_problem"), "min").get("pairwise_accuracy"))
-    return {"preset": info.get("preset"), "base_sha256": base_sha256(info), "policies": policies, "search": search}
+    return {"preset": info.get("preset"), "base_sha256": base_sha256(info), "policies": policies, "search": search,
+            "bf16": sorted(bf16 or [])}  # fmt: skip
 
 
 def _diff(d: Any) -> list[str]:
@@ -161,6 +164,12 @@ def base_note(summary: dict, stages: dict[str, str] | None = None) -> str | None
         names = (set(theirs) | set(stages)) - {"report"}
         other = sorted(name for name in names if stages.get(name) != theirs.get(name))
     if sha == ref.get("base_sha256"):
+        mine, theirs_bf16 = summary.get("bf16"), ref.get("bf16")
+        if not other and None not in (mine, theirs_bf16) and mine != theirs_bf16:
+            return (f"{said}: the README's reference base and settings, but bf16 autocast trained "
+                    f"{', '.join(theirs_bf16) or 'nothing'} there and {', '.join(mine) or 'nothing'} here (optim.bf16 "
+                    f"auto is fp32 on a CPU without native bf16); so the numbers move within the spread "
+                    f"docs/experiments.md gives over bases, not to the README's.")  # fmt: skip
         if other:
             return (f"{said}: the README's reference base, but these stages differ from the reference run's "
                     f"(other settings, or a stage only one of the two has): {', '.join(other)}; so the README's "

@@ -13,7 +13,7 @@ from posttrainlab.data.jsonl import json_object_or_empty
 from posttrainlab.errors import BadInput
 from posttrainlab.report import paired
 from posttrainlab.report.plots import METHODS, ordered
-from posttrainlab.run_layout import BON, METRICS, PRETRAIN_JSON, TRAIN_LOG, RunLayout
+from posttrainlab.run_layout import BON, METRICS, PRETRAIN_JSON, TRAIN_LOG, TRAIN_SUMMARY, RunLayout
 
 
 @dataclass
@@ -29,6 +29,7 @@ class RunFolder:
     bon: dict = field(default_factory=dict)  # best-of-n/bon.json (posttrain eval best-of-n)
     seeds: dict[str, list[dict]] = field(default_factory=dict)  # method -> eval/<method>-s<k>/metrics.json, by k
     stages: dict[str, str] = field(default_factory=dict)  # stage -> its settings' hash (stages.json)
+    bf16: list[str] = field(default_factory=list)  # the models trained under bf16 autocast (*/train_summary.json)
 
 
 def _read_json(path: Path) -> dict:
@@ -75,6 +76,8 @@ def load_run(run_dir: str | Path) -> RunFolder:
     stages = {p.parent.name: p for p in run_dir.glob(f"*/{TRAIN_LOG}") if p.is_file()}
     for stage in ordered(set(stages) - set(paired.seed_folders(stages)), METHODS):  # one set of curves per method
         run.logs[stage] = _read_log(stages[stage])
+    run.bf16 = sorted(p.parent.name for p in run_dir.glob(f"*/{TRAIN_SUMMARY}")
+                      if json_object_or_empty(p).get("bf16") is True)  # fmt: skip
     evals = {p.parent.name: p for p in layout.eval_root.glob(f"*/{METRICS}") if p.is_file()}
     seeded = paired.seed_folders(evals)
     for method in ordered(set(evals) - set(seeded), METHODS):

@@ -15,7 +15,7 @@ def quickstart(
     ),
     preset: str = typer.Option(
         "default",
-        help="default (the main job; on 2 cores ~35 min the first run, 17-21 min with the base cached), scarce (RFT "
+        help="default (the main job; on 2 cores 25-35 min the first run, 13-17 min with the base cached), scarce (RFT "
         "where SFT data are scarce, ~25 min), smoke (the same stages in a few minutes), smollm2 (the real model, "
         "~21 min): configs/quickstart/NAME.yaml; or a preset YAML file of your own (`extends: NAME` starts it from a "
         "preset).",

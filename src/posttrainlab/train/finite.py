@@ -3,7 +3,7 @@
 ``optim.learning_rate=inf`` used to train on, print ``grad nan`` and "final loss 0" (transformers'
 ``logging_nan_inf_filter`` replaces a NaN loss by the running mean), save a model whose every weight was NaN and a
 ``train_summary.json`` that said the run finished; DPO then trained from it. The recipes refuse a rate or weight that
-is not finite (``recipes.OptimConfig.check``), but a finite rate can still diverge, so every trainer of the lab
+is not finite (``recipe_parts.OptimConfig.check``), but a finite rate can still diverge, so every trainer of the lab
 (``common.run_trainer``: SFT, DPO, GRPO, RFT, PRM; ``pretrain``) gets ``FiniteCallback``:
 
 - before each optimizer step, the norm of the gradients about to be applied (after clipping: a NaN or infinite

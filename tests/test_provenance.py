@@ -165,7 +165,7 @@ def test_train_summary_carries_it(tmp_path):
         state = SimpleNamespace(global_step=3)
         processing_class = SimpleNamespace(save_pretrained=lambda path: None)
         callback_handler = SimpleNamespace(callbacks=[])
-        args = SimpleNamespace(logging_nan_inf_filter=True)
+        args = SimpleNamespace(logging_nan_inf_filter=True, bf16=False)
 
         def add_callback(self, callback):
             pass
@@ -183,3 +183,4 @@ def test_train_summary_carries_it(tmp_path):
     out = run_trainer(Trainer(), recipe, "sft", n_records=4)
     summary = json.loads((out / "train_summary.json").read_text())
     assert set(summary["provenance"]) == KEYS and summary["provenance"]["seeds"] == {"seed": 11}
+    assert summary["bf16"] is False  # the number format the trainer ran in, as its args say

@@ -8,14 +8,15 @@ This bench measures, in one run, on the quickstart's tiny model shape (random in
 weights):
 
 - SFT: the lab's trainer (``train.sft.build_trainer``, length-grouped batches) for the same 24 steps of 16
-  arith-v1 solutions, fp32 (``optim.bf16=no``) against ``optim.bf16=auto`` (transformers' CPU autocast);
+  arith-v1 solutions, fp32 (``optim.bf16=never``) against ``optim.bf16=auto`` (transformers' CPU autocast);
 - PRM: the main job's PRM recipe (result head, policy format, length-grouped) for the same 60 steps of 16
   step-labelled solutions (bench/bench_prm_length_grouping.py's rows), fp32 against bf16 autocast;
 - generation: one greedy ``generate`` of 64 prompts x 48 new tokens (KV cache), fp32 against autocast.
 
-It prints real (non-pad) tokens/s and seconds for each, then the ratios (above 1: bf16 is faster). The main job
-stays fp32: bf16 changes every weight, so its numbers (and the base's SHA-256 on each CPU type) would have to be
-measured again on three bases; docs/experiments.md says what this bench gave.
+It prints real (non-pad) tokens/s and seconds for each, then the ratios (above 1: bf16 is faster). The main job's
+SFT and PRM train with ``optim.bf16: auto`` since this bench (pretraining and generation stay fp32);
+docs/experiments.md "The main job's SFT and PRM under bf16 autocast" says what it gave on each CPU type and what
+the switch did to the numbers on five bases.
 
     .venv/bin/python bench/bench_precision.py      # ~1.5 min on 2 cores
 """

@@ -22,7 +22,8 @@ import pytest
 from posttrainlab.eval.best_of_n import Candidates, selections
 from posttrainlab.eval.compare import paired_difference_ci, points
 from posttrainlab.report import build_report, load_run
-from posttrainlab.report.paired import SMOKE_NOTE, comparisons, seed_folders, seed_spread
+from posttrainlab.report.paired import comparisons, seed_folders, seed_spread
+from posttrainlab.report.results import SMOKE_NOTE
 
 KINDS = [(True, False)] * 2 + [(False, True)] * 10 + [(True, True)] * 30 + [(False, False)] * 8
 IDS = [f"test-{i:04d}" for i in range(len(KINDS))]

@@ -68,7 +68,7 @@ def _summary(out: Path) -> str:
     """The report's first lines (is this base the README's?) and its Results table, as Markdown: what a newcomer
     wants to see first. Read from what the report wrote (``report_files/results.json``), so the same numbers."""
     from posttrainlab.data.jsonl import json_object_or_empty
-    from posttrainlab.report import paired, results
+    from posttrainlab.report import results
     from posttrainlab.report.render import to_markdown
     from posttrainlab.report.run_folder import stage_hashes
     from posttrainlab.run_layout import RESULTS_JSON, RunLayout
@@ -77,7 +77,7 @@ def _summary(out: Path) -> str:
     summary = json_object_or_empty(layout.report_files / RESULTS_JSON)
     if not summary:
         return ""
-    top = results.headline(summary, stage_hashes(layout), smoke_note=paired.SMOKE_NOTE)
+    top = results.headline(summary, stage_hashes(layout))
     return to_markdown(top + results.results_blocks(summary))
 
 

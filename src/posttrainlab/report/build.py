@@ -124,7 +124,7 @@ def blocks(run: RunFolder, images: list[str], comparisons: dict | None = None,
         hacking = hacking_blocks(run.path)[0]
     summary = results.summarize(info, metrics, comparisons, run.bon, run.bf16)
     out = [heading(f"posttrain quickstart report: {run.path.name}", 1)]
-    out += results.headline(summary, run.stages, smoke_note=paired.SMOKE_NOTE)  # also the console's, at the end
+    out += results.headline(summary, run.stages)  # also the console's, at the end
     facts = [f"{k.replace('_', ' ')}: {info[k]}" for k in ("preset", "base_model", "started", "finished") if k in info]
     datas = sorted(
         {f"{m['data']} ({m.get('split', '?')}, n={m.get('n', '?')})" for m in metrics.values() if m.get("data")}

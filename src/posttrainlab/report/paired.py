@@ -38,9 +38,6 @@ from posttrainlab.runners.compare import best_of_n_outcomes, read_outcomes
 
 SEEDED = re.compile(r"^(?P<method>.+)-s(?P<k>[1-9][0-9]*)$")
 
-#: the preset whose numbers measure nothing
-SMOKE_NOTE = "Smoke run: its numbers measure nothing (a few steps of each stage, to check the pipeline)."
-
 
 def seed_folders(names: Iterable[str]) -> dict[str, str]:
     """``{seeded folder: method}`` for every ``<method>-s<k>`` (k >= 1) whose ``<method>`` is also there.

@@ -25,6 +25,9 @@ from posttrainlab.report.render import Block, heading, paragraph, table
 #: the reference runs' summaries: ``<preset>.json`` (written by ``posttrain report`` as report_files/results.json)
 REFERENCE_DIR = Path(__file__).resolve().parent / "reference"
 
+#: what the report and the quickstart's console say first about a smoke run (``headline``)
+SMOKE_NOTE = "Smoke run: its numbers measure nothing (a few steps of each stage, to check the pipeline)."
+
 #: the order of the policies' rows: SFT, then each method beside its control
 ORDER = ("sft", "rft", "rft-answer", "sft-continued", "dpo", "dpo-policy", "grpo", "grpo-prm", "grpo-prm-only")
 
@@ -131,11 +134,11 @@ def results_blocks(summary: dict) -> list[Block]:
     return out + [paragraph(" ".join(notes))]
 
 
-def headline(summary: dict, stages: dict[str, str] | None = None, *, smoke_note: str | None = None) -> list[Block]:
-    """The base note (``base_note``), then ``smoke_note`` for a smoke run: the report's first lines, and with the
+def headline(summary: dict, stages: dict[str, str] | None = None) -> list[Block]:
+    """The base note (``base_note``), then ``SMOKE_NOTE`` for a smoke run: the report's first lines, and with the
     "Results" section (``results_blocks``) what ``posttrain quickstart`` prints when it ends."""
     note = base_note(summary, stages)
-    smoke = [paragraph(smoke_note)] if smoke_note and summary.get("preset") == "smoke" else []
+    smoke = [paragraph(SMOKE_NOTE)] if summary.get("preset") == "smoke" else []
     return ([paragraph(note)] if note else []) + smoke
 
 

@@ -63,7 +63,7 @@ class EvalSettings(PolicyEvalSettings):
 
 
 #: the main job's SFT and PRM train under bf16 autocast where the CPU has native bf16 (``train.launch.use_bf16``):
-#: 1.45x on this model (bench/bench_precision.py), the same dev accuracy (docs/experiments.md); the base stays fp32
+#: 1.2-1.5x on this model (bench/bench_precision.py), the same dev accuracy (docs/experiments.md); base stays fp32
 BF16 = "auto"
 
 #: the value of a path the quickstart sets itself, inside the run folder (``place``)
@@ -174,8 +174,8 @@ class ProcessSettings:
 
 def _base() -> PretrainConfig:
     """configs/models/tiny-base.yaml at half its peak lr and twice its warm-up: the base whose SFT was stable across
-    base seeds on the first machine type (61.2-62.8% dev; not on the AMD EPYC one: 55.6-73.0% test) and whose weights
-    were byte-identical on three machines of that type (docs/experiments.md)."""
+    base seeds on the Intel Xeon type (61.2-62.8% dev; fp32 on the AMD EPYC one: 55.6-73.0% test) and whose weights
+    are byte-identical on machines of one CPU type (four Intel Xeons; docs/experiments.md)."""
     base = PretrainConfig()
     base.train.learning_rate, base.train.warmup_ratio = 5e-4, 0.1
     return base
